@@ -1,0 +1,98 @@
+/* cmd_info.c - `deltaserve info -m PATH`: what a model file holds. */
+#include <stdio.h>
+#include <string.h>
+
+#include "cli/args.h"
+#include "cli/commands.h"
+#include "loading/model_file.h"
+
+static void human(char *buf, size_t n, double v, const char *unit) {
+    const char *p[] = {"", "K", "M", "G", "T"};
+    int i = 0;
+    while (v >= 1000 && i < 4) { v /= 1000; i++; }
+    snprintf(buf, n, "%.2f %s%s", v, p[i], unit);
+}
+
+static void print_info(const ds_model_file *m) {
+    const ds_model_config *c = ds_model_config_of(m);
+    ds_model_stats st;
+    ds_model_compute_stats(m, &st);
+    char a[32], b[32];
+    static const char *const kind[DS_ARCH_COUNT] = {"full attention, dense", "Gated DeltaNet + gated attention, dense",
+                                                    "Gated DeltaNet + gated attention, mixture of experts"};
+    printf("model          %s (%s)\n", ds_model_path(m), ds_model_format(m) == DS_FORMAT_GGUF ? "GGUF" : "safetensors");
+    printf("architecture   %s (%s)\n", ds_arch_name(c->arch), kind[c->arch]);
+    printf("layers         %d: %d Gated DeltaNet, %d full attention%s\n", c->n_layer, st.n_gdn_layers,
+           st.n_full_layers, c->n_mtp ? ", + 1 MTP block" : "");
+    printf("layer kinds    ");
+    for (int i = 0; i < c->n_layer; i++) putchar(c->layer_full[i] ? 'A' : 'D');
+    printf("%s   (D = Gated DeltaNet, A = attention)\n", c->n_mtp ? "+M" : "");
+    printf("hidden         %d, vocabulary %d rows, trained context %d\n", c->n_embd, c->n_vocab, c->n_ctx_train);
+    printf("attention      %d query heads, %d kv heads, head dim %d, rope %d dims theta %g%s\n", c->n_head,
+           c->n_head_kv, c->head_dim, c->rope_dim, (double)c->rope_theta, c->attn_output_gate ? ", sigmoid output gate" : "");
+    if (st.n_gdn_layers)
+        printf("deltanet       %d key heads x %d, %d value heads x %d (%s order), conv kernel %d\n", c->lin_k_heads,
+               c->lin_k_dim, c->lin_v_heads, c->lin_v_dim, c->v_heads_tiled ? "tiled" : "grouped", c->conv_kernel);
+    if (c->arch == DS_ARCH_QWEN35MOE)
+        printf("ffn            MoE: %d experts, %d per token, width %d, shared expert %d\n", c->n_expert,
+               c->n_expert_used, c->n_ff_exp, c->n_ff_shexp);
+    else
+        printf("ffn            SwiGLU, width %d\n", c->n_ff);
+    /* tensor types with counts */
+    int counts[DS_DTYPE_COUNT] = {0};
+    for (int i = 0; i < ds_model_n_tensors(m); i++) counts[ds_model_tensor_at(m, i)->type]++;
+    printf("tensors        %d:", ds_model_n_tensors(m));
+    for (int t = 0; t < DS_DTYPE_COUNT; t++)
+        if (counts[t]) printf(" %s x%d", ds_dtype_get((ds_dtype)t)->name, counts[t]);
+    printf("\n");
+    human(a, sizeof a, (double)st.n_params, "");
+    human(b, sizeof b, (double)st.n_params_active, "");
+    printf("parameters     %lld total (%s), %lld active per token (%s)", (long long)st.n_params, a,
+           (long long)st.n_params_active, b);
+    if (st.n_params_mtp) printf(", MTP %lld", (long long)st.n_params_mtp);
+    printf("\n");
+    human(a, sizeof a, (double)st.weight_bytes, "B");
+    printf("weights        %lld bytes (%s)\n", (long long)st.weight_bytes, a);
+    printf("KV cache       %lld bytes per token (%d attention layer%s, 16-bit K and V)\n",
+           (long long)st.kv_bytes_per_token, st.n_full_layers, st.n_full_layers == 1 ? "" : "s");
+    if (st.n_gdn_layers) {
+        human(a, sizeof a, (double)st.gdn_state_bytes_per_seq, "B");
+        printf("DeltaNet state %lld bytes per sequence (%s: F32 recurrent state + 16-bit conv window, %d layers)\n",
+               (long long)st.gdn_state_bytes_per_seq, a, st.n_gdn_layers);
+    }
+    printf("stop tokens    ");
+    for (int i = 0; i < c->n_eos; i++) printf("%s%d", i ? ", " : "", c->eos_ids[i]);
+    printf("%s\n", c->n_eos ? "" : "none");
+    const char *tmpl = ds_model_chat_template(m);
+    printf("chat template  %s", tmpl ? "yes" : "none");
+    if (tmpl) printf(" (%zu bytes)", strlen(tmpl));
+    printf("\n");
+}
+
+int ds_cmd_info(int argc, char **argv) {
+    const char *path = NULL;
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+            printf("usage: deltaserve info -m PATH   (a GGUF file or a Hugging Face directory)\n");
+            return 0;
+        } else if (!strcmp(argv[i], "-m") || !strcmp(argv[i], "--model")) {
+            if (!(path = ds_arg_value(argc, argv, &i))) return 2;
+        } else {
+            fprintf(stderr, "deltaserve info: unknown option '%s'\n", argv[i]);
+            return 2;
+        }
+    }
+    if (!path) {
+        fprintf(stderr, "deltaserve info: -m PATH is required\n");
+        return 2;
+    }
+    ds_model_file *m;
+    ds_err e = {0};
+    if (ds_model_open(path, &m, &e) != DS_OK) {
+        fprintf(stderr, "deltaserve info: %s\n", e.msg);
+        return 1;
+    }
+    print_info(m);
+    ds_model_close(m);
+    return 0;
+}

@@ -1,0 +1,98 @@
+/* cmd_make_model.c - `deltaserve make-model`: writes a deterministic
+ * random-weight model in a real shape, as GGUF or a Hugging Face directory. */
+#include <stdio.h>
+#include <string.h>
+
+#include "cli/args.h"
+#include "cli/commands.h"
+#include "loading/model_make.h"
+#include "loading/model_shapes.h"
+
+static void usage(FILE *f) {
+    fprintf(f,
+            "usage: deltaserve make-model --shape NAME --out PATH [options]\n"
+            "  --shape NAME        model configuration (see below)\n"
+            "  --layers N          override the number of decoder layers\n"
+            "  --dtype T           f32 | bf16 | f16 | q8_0 | q4_k_m (GGUF only for the last two; default f32)\n"
+            "  --format F          gguf | safetensors (a Hugging Face directory); default gguf\n"
+            "  --seed S            weight seed (default 1)\n"
+            "  --scale X           weight scale: matrices get std X/sqrt(fan_in) (default 1)\n"
+            "  --tokenizer FILE    use this tokenizer.json instead of a generated vocabulary\n"
+            "  --no-mtp            leave out the MTP block\n"
+            "  --hf-flat           safetensors: text-only layout (model.*, no text_config)\n"
+            "  --split-experts     safetensors: one tensor per expert instead of fused stacks\n"
+            "  --shard-mb N        safetensors: shards of about N MiB with an index\n"
+            "  --out PATH          output file (gguf) or directory (safetensors)\n"
+            "shapes:\n");
+    for (int i = 0; i < ds_model_shape_count(); i++)
+        fprintf(f, "  %-16s %s\n", ds_model_shape_at(i)->name, ds_model_shape_at(i)->description);
+}
+
+int ds_cmd_make_model(int argc, char **argv) {
+    ds_make_options o = {.dtype = "f32", .format = DS_FORMAT_GGUF, .seed = 1, .scale = 1.0f};
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *v;
+        long n;
+        double x;
+        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+            usage(stdout);
+            return 0;
+        } else if (!strcmp(a, "--no-mtp")) {
+            o.no_mtp = 1;
+        } else if (!strcmp(a, "--hf-flat")) {
+            o.hf_flat = 1;
+        } else if (!strcmp(a, "--split-experts")) {
+            o.split_experts = 1;
+        } else if (!(v = ds_arg_value(argc, argv, &i))) {
+            return 2;
+        } else if (!strcmp(a, "--shape")) {
+            o.shape = v;
+        } else if (!strcmp(a, "--layers")) {
+            if (ds_arg_int(a, v, 1, DS_MAX_LAYERS - 1, &n)) return 2;
+            o.n_layers = (int)n;
+        } else if (!strcmp(a, "--dtype")) {
+            o.dtype = v;
+        } else if (!strcmp(a, "--format")) {
+            if (!strcmp(v, "gguf")) o.format = DS_FORMAT_GGUF;
+            else if (!strcmp(v, "safetensors") || !strcmp(v, "hf")) o.format = DS_FORMAT_SAFETENSORS;
+            else {
+                fprintf(stderr, "deltaserve: --format '%s' is not gguf or safetensors\n", v);
+                return 2;
+            }
+        } else if (!strcmp(a, "--seed")) {
+            if (ds_arg_u64(a, v, &o.seed)) return 2;
+        } else if (!strcmp(a, "--scale")) {
+            if (ds_arg_float(a, v, 1e-6, 1e6, &x)) return 2;
+            o.scale = (float)x;
+        } else if (!strcmp(a, "--tokenizer")) {
+            o.tokenizer_json = v;
+        } else if (!strcmp(a, "--shard-mb")) {
+            if (ds_arg_int(a, v, 1, 1 << 20, &n)) return 2;
+            o.shard_bytes = (size_t)n << 20;
+        } else if (!strcmp(a, "--out")) {
+            o.out = v;
+        } else {
+            fprintf(stderr, "deltaserve make-model: unknown option '%s'\n", a);
+            usage(stderr);
+            return 2;
+        }
+    }
+    if (!o.shape || !o.out) {
+        fprintf(stderr, "deltaserve make-model: --shape and --out are required\n");
+        usage(stderr);
+        return 2;
+    }
+    static const char *const dtypes[] = {"f32", "bf16", "f16", "q8_0", "q4_k_m"};
+    int ok = 0;
+    for (size_t i = 0; i < sizeof dtypes / sizeof dtypes[0]; i++) ok |= !strcmp(o.dtype, dtypes[i]);
+    if (!ok) {
+        fprintf(stderr, "deltaserve make-model: --dtype '%s' is not f32, bf16, f16, q8_0 or q4_k_m\n", o.dtype);
+        return 2;
+    }
+    ds_err e = {0};
+    if (ds_make_model(&o, &e) != DS_OK) {
+        fprintf(stderr, "deltaserve make-model: %s\n", e.msg);
+        return 1;
+    }
+    return 0;
+}

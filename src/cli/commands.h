@@ -1,0 +1,8 @@
+/* commands.h - the deltaserve subcommands; each returns the process exit code. */
+#ifndef DS_COMMANDS_H
+#define DS_COMMANDS_H
+
+int ds_cmd_make_model(int argc, char **argv);
+int ds_cmd_info(int argc, char **argv);
+
+#endif

@@ -1,0 +1,32 @@
+/* main.c - the deltaserve command line: dispatches to one subcommand. */
+#include <stdio.h>
+#include <string.h>
+
+#include "cli/commands.h"
+
+static const struct {
+    const char *name;
+    int (*run)(int, char **);
+    const char *help;
+} COMMANDS[] = {
+    {"make-model", ds_cmd_make_model, "write a deterministic random-weight model (GGUF or Hugging Face)"},
+    {"info", ds_cmd_info, "describe a model file or directory"},
+};
+
+static void usage(FILE *f) {
+    fprintf(f, "usage: deltaserve COMMAND [options]   (deltaserve COMMAND --help for its options)\n\ncommands:\n");
+    for (size_t i = 0; i < sizeof COMMANDS / sizeof COMMANDS[0]; i++)
+        fprintf(f, "  %-12s %s\n", COMMANDS[i].name, COMMANDS[i].help);
+}
+
+int main(int argc, char **argv) {
+    if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
+        usage(argc < 2 ? stderr : stdout);
+        return argc < 2 ? 2 : 0;
+    }
+    for (size_t i = 0; i < sizeof COMMANDS / sizeof COMMANDS[0]; i++)
+        if (!strcmp(argv[1], COMMANDS[i].name)) return COMMANDS[i].run(argc - 1, argv + 1);
+    fprintf(stderr, "deltaserve: unknown command '%s'\n", argv[1]);
+    usage(stderr);
+    return 2;
+}

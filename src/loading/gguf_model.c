@@ -1,0 +1,161 @@
+/* gguf_model.c - a GGUF file (llama.cpp conventions) as a ds_model_file.
+ * GGUF already stores the canonical form (norms with +1 folded in, ssm_a =
+ * -exp(A_log), tiled value heads), so tensors are used in place. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "loading/model_file_int.h"
+
+typedef struct {
+    const ds_gguf *g;
+    char arch[32];
+    ds_err *e;
+} kv_reader;
+
+/* Reads "<arch>.<suffix>" as a positive integer; def < 0 makes it required. */
+static ds_status arch_u32(kv_reader *r, const char *suffix, int def, int *out) {
+    char key[128];
+    snprintf(key, sizeof key, "%s.%s", r->arch, suffix);
+    uint32_t v;
+    ds_status s = ds_gguf_get_u32(r->g, key, &v, r->e);
+    if (s == DS_ENOTFOUND && def >= 0) {
+        *out = def;
+        return DS_OK;
+    }
+    if (s) return s;
+    if (v > (1u << 30)) return ds_fail(r->e, DS_ECORRUPT, "%s: key '%s' = %u is out of range", r->g->path, key, v);
+    *out = (int)v;
+    return DS_OK;
+}
+
+static ds_status arch_f32(kv_reader *r, const char *suffix, float def, float *out) {
+    char key[128];
+    snprintf(key, sizeof key, "%s.%s", r->arch, suffix);
+    ds_status s = ds_gguf_get_f32(r->g, key, out, r->e);
+    if (s == DS_ENOTFOUND && def >= 0) {
+        *out = def;
+        return DS_OK;
+    }
+    return s;
+}
+
+static ds_status read_config(ds_model_file *m, ds_err *e) {
+    const ds_gguf *g = &m->gguf;
+    ds_model_config *c = &m->cfg;
+    kv_reader r = {.g = g, .e = e};
+    ds_str arch;
+    ds_status s = ds_gguf_get_str(g, "general.architecture", &arch, e);
+    if (s) return s;
+    snprintf(r.arch, sizeof r.arch, "%.*s", (int)(arch.len < 31 ? arch.len : 31), arch.ptr);
+    if (ds_arch_from_name(r.arch, &c->arch) != 0)
+        return ds_fail(e, DS_EUNSUPPORTED, "%s: architecture '%s' is not supported (qwen3, qwen35, qwen35moe are)",
+                       g->path, r.arch);
+    int block_count, key_length;
+    if ((s = arch_u32(&r, "block_count", -1, &block_count)) || (s = arch_u32(&r, "context_length", -1, &c->n_ctx_train)) ||
+        (s = arch_u32(&r, "embedding_length", -1, &c->n_embd)) ||
+        (s = arch_u32(&r, "attention.head_count", -1, &c->n_head)) ||
+        (s = arch_u32(&r, "attention.head_count_kv", c->n_head, &c->n_head_kv)) ||
+        (s = arch_f32(&r, "attention.layer_norm_rms_epsilon", -1, &c->rms_eps)) ||
+        (s = arch_f32(&r, "rope.freq_base", 10000.0f, &c->rope_theta)) ||
+        (s = arch_u32(&r, "nextn_predict_layers", 0, &c->n_mtp)))
+        return s;
+    if (c->n_head == 0) return ds_fail(e, DS_ECORRUPT, "%s: key '%s.attention.head_count' is 0", g->path, r.arch);
+    if ((s = arch_u32(&r, "attention.key_length", c->n_embd / c->n_head, &key_length))) return s;
+    c->head_dim = key_length;
+    if ((s = arch_u32(&r, "rope.dimension_count", c->head_dim, &c->rope_dim))) return s;
+    if (c->n_mtp >= block_count)
+        return ds_fail(e, DS_ECORRUPT, "%s: %s.nextn_predict_layers (%d) must be below block_count (%d)", g->path,
+                       r.arch, c->n_mtp, block_count);
+    c->n_layer = block_count - c->n_mtp;
+    if (c->n_layer >= DS_MAX_LAYERS)
+        return ds_fail(e, DS_EUNSUPPORTED, "%s: %d layers (at most %d supported)", g->path, c->n_layer, DS_MAX_LAYERS - 1);
+    if (c->arch == DS_ARCH_QWEN35MOE) {
+        if ((s = arch_u32(&r, "expert_count", -1, &c->n_expert)) ||
+            (s = arch_u32(&r, "expert_used_count", -1, &c->n_expert_used)) ||
+            (s = arch_u32(&r, "expert_feed_forward_length", -1, &c->n_ff_exp)) ||
+            (s = arch_u32(&r, "expert_shared_feed_forward_length", -1, &c->n_ff_shexp)))
+            return s;
+    } else if ((s = arch_u32(&r, "feed_forward_length", -1, &c->n_ff))) {
+        return s;
+    }
+    if (c->arch == DS_ARCH_QWEN3) {
+        for (int i = 0; i < c->n_layer; i++) c->layer_full[i] = 1;
+    } else {
+        int inner;
+        c->attn_output_gate = 1;
+        if ((s = arch_u32(&r, "ssm.conv_kernel", -1, &c->conv_kernel)) ||
+            (s = arch_u32(&r, "ssm.state_size", -1, &c->lin_k_dim)) ||
+            (s = arch_u32(&r, "ssm.group_count", -1, &c->lin_k_heads)) ||
+            (s = arch_u32(&r, "ssm.time_step_rank", -1, &c->lin_v_heads)) ||
+            (s = arch_u32(&r, "ssm.inner_size", -1, &inner)) ||
+            (s = arch_u32(&r, "full_attention_interval", 4, &c->full_attn_interval)))
+            return s;
+        if (c->lin_v_heads == 0 || inner % c->lin_v_heads != 0)
+            return ds_fail(e, DS_ECORRUPT, "%s: %s.ssm.inner_size (%d) is not a multiple of ssm.time_step_rank (%d)",
+                           g->path, r.arch, inner, c->lin_v_heads);
+        c->lin_v_dim = inner / c->lin_v_heads;
+        if (c->full_attn_interval == 0)
+            return ds_fail(e, DS_ECORRUPT, "%s: %s.full_attention_interval is 0", g->path, r.arch);
+        for (int i = 0; i < c->n_layer; i++) c->layer_full[i] = (i + 1) % c->full_attn_interval == 0;
+        c->v_heads_tiled = 1;
+    }
+    const ds_gguf_tensor *embd = ds_gguf_find_tensor(g, "token_embd.weight");
+    if (!embd) return ds_fail(e, DS_ENOTFOUND, "%s: tensor 'token_embd.weight' is missing", g->path);
+    if (embd->ne[1] > INT32_MAX) return ds_fail(e, DS_ECORRUPT, "%s: token_embd.weight has too many rows", g->path);
+    c->n_vocab = (int)embd->ne[1];
+    c->tied_embeddings = ds_gguf_find_tensor(g, "output.weight") == NULL;
+
+    uint32_t id;
+    if ((s = ds_gguf_get_u32(g, "tokenizer.ggml.eos_token_id", &id, e)) == DS_OK) c->eos_ids[c->n_eos++] = (int32_t)id;
+    else if (s != DS_ENOTFOUND) return s;
+    if ((s = ds_gguf_get_u32(g, "tokenizer.ggml.eot_token_id", &id, e)) == DS_OK && (c->n_eos == 0 || c->eos_ids[0] != (int32_t)id))
+        c->eos_ids[c->n_eos++] = (int32_t)id;
+    else if (s && s != DS_ENOTFOUND) return s;
+    if ((s = ds_gguf_get_u32(g, "tokenizer.ggml.padding_token_id", &id, e)) == DS_OK) c->pad_id = (int32_t)id;
+    else if (s != DS_ENOTFOUND) return s;
+    /* Qwen chat models end a turn with <|im_end|> and a document with <|endoftext|>:
+     * a generation stops at either, whichever of them the file names as eos */
+    const ds_gguf_kv *tokens = ds_gguf_find(g, "tokenizer.ggml.tokens");
+    if (tokens && tokens->type == DS_GGUF_ARRAY && tokens->arr_type == DS_GGUF_STRING) {
+        const uint8_t *p = tokens->val;
+        for (uint64_t i = 0; i < tokens->arr_len && i < (uint64_t)c->n_vocab; i++) {
+            uint64_t len;
+            memcpy(&len, p, 8);
+            ds_str tok = {(const char *)p + 8, len};
+            p += 8 + len;
+            int dup = 0;
+            for (int k = 0; k < c->n_eos; k++) dup |= c->eos_ids[k] == (int32_t)i;
+            if (!dup && c->n_eos < DS_MAX_EOS && (ds_str_eq(tok, "<|im_end|>") || ds_str_eq(tok, "<|endoftext|>")))
+                c->eos_ids[c->n_eos++] = (int32_t)i;
+        }
+    }
+    for (int i = 0; i < c->n_eos; i++)
+        if (c->eos_ids[i] >= c->n_vocab)
+            return ds_fail(e, DS_ECORRUPT, "%s: end-of-sequence token %d is outside the vocabulary (%d)", g->path,
+                           c->eos_ids[i], c->n_vocab);
+    return DS_OK;
+}
+
+ds_status ds_model_load_gguf(ds_model_file *m, ds_err *e) {
+    ds_status s = ds_gguf_open(&m->gguf, m->path, e);
+    if (s) return s;
+    if ((s = read_config(m, e))) return s;
+    for (uint64_t i = 0; i < m->gguf.n_tensors; i++) {
+        const ds_gguf_tensor *gt = &m->gguf.tensors[i];
+        ds_tensor t = {.type = gt->type, .n_dims = (int)gt->n_dims, .data = gt->data};
+        snprintf(t.name, sizeof t.name, "%s", gt->name);
+        for (int d = 0; d < 4; d++) t.ne[d] = gt->ne[d];
+        t.nb2 = ds_dtype_row_bytes(gt->type, gt->ne[0]) * (size_t)gt->ne[1];
+        if ((s = ds_model_add_tensor(m, &t, e))) return s;
+    }
+    ds_str tmpl;
+    s = ds_gguf_get_str(&m->gguf, "tokenizer.chat_template", &tmpl, e);
+    if (s == DS_OK) {
+        m->chat_template = strndup(tmpl.ptr, (size_t)tmpl.len);
+        if (!m->chat_template) return ds_fail(e, DS_ENOMEM, "%s: out of memory", m->path);
+    } else if (s != DS_ENOTFOUND) {
+        return s;
+    }
+    return DS_OK;
+}

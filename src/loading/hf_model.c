@@ -1,0 +1,565 @@
+/* hf_model.c - a Hugging Face checkpoint directory as a ds_model_file.
+ *
+ * Reads config.json (fields at the top level or under text_config), the
+ * safetensors file or shards named by model.safetensors.index.json, and maps
+ * tensor names onto the canonical (GGUF) names, converting what differs:
+ * zero-centred norms get their +1, A_log becomes -exp(A_log), the conv weight
+ * loses its middle axis, fused and split MoE experts become 3-D stacks.
+ * Vision tensors are skipped. The GDN value-head order stays grouped. */
+#include <cjson/cJSON.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "common/half.h"
+#include "loading/hf_names.h"
+#include "loading/model_file_int.h"
+
+#define MAX_JSON_BYTES (64u << 20)
+
+typedef struct {
+    const char *path;   /* config.json, for messages */
+    const cJSON *text;  /* text_config, or NULL */
+    const cJSON *top;
+    ds_err *e;
+} cfg_reader;
+
+/* Looks a field up in text_config, then at the top level. Fails when both
+ * exist and disagree, because then one of them is wrong and we cannot tell which. */
+static ds_status field(cfg_reader *r, const char *name, const cJSON **out) {
+    const cJSON *a = r->text ? cJSON_GetObjectItemCaseSensitive(r->text, name) : NULL;
+    const cJSON *b = cJSON_GetObjectItemCaseSensitive(r->top, name);
+    if (a && b && !cJSON_IsNull(a) && !cJSON_IsNull(b) && !cJSON_Compare(a, b, 1))
+        return ds_fail(r->e, DS_ECORRUPT, "%s: field '%s' differs between text_config and the top level", r->path, name);
+    *out = (a && !cJSON_IsNull(a)) ? a : (b && !cJSON_IsNull(b)) ? b : NULL;
+    return DS_OK;
+}
+
+/* def < 0: required. */
+static ds_status get_int(cfg_reader *r, const char *name, int def, int *out) {
+    const cJSON *v;
+    ds_status s = field(r, name, &v);
+    if (s) return s;
+    if (!v) {
+        if (def >= 0) {
+            *out = def;
+            return DS_OK;
+        }
+        return ds_fail(r->e, DS_ENOTFOUND, "%s: field '%s' is missing", r->path, name);
+    }
+    if (!cJSON_IsNumber(v) || v->valuedouble != floor(v->valuedouble) || v->valuedouble < 0 ||
+        v->valuedouble > (double)(1 << 30))
+        return ds_fail(r->e, DS_ECORRUPT, "%s: field '%s' is not a non-negative integer", r->path, name);
+    *out = (int)v->valuedouble;
+    return DS_OK;
+}
+
+static ds_status get_float(cfg_reader *r, const cJSON *v, const char *name, float *out) {
+    if (!cJSON_IsNumber(v) || !isfinite(v->valuedouble))
+        return ds_fail(r->e, DS_ECORRUPT, "%s: field '%s' is not a number", r->path, name);
+    *out = (float)v->valuedouble;
+    return DS_OK;
+}
+
+static ds_status get_bool(cfg_reader *r, const char *name, int def, int *out) {
+    const cJSON *v;
+    ds_status s = field(r, name, &v);
+    if (s) return s;
+    if (!v) { *out = def; return DS_OK; }
+    if (!cJSON_IsBool(v)) return ds_fail(r->e, DS_ECORRUPT, "%s: field '%s' is not a boolean", r->path, name);
+    *out = cJSON_IsTrue(v);
+    return DS_OK;
+}
+
+/* Adds token ids (a number or a list) to cfg->eos_ids, without duplicates. */
+static ds_status add_eos(ds_model_config *c, const cJSON *v, const char *path, const char *name, ds_err *e) {
+    if (!v || cJSON_IsNull(v)) return DS_OK;
+    const cJSON *one = cJSON_IsArray(v) ? v->child : v;
+    for (; one; one = cJSON_IsArray(v) ? one->next : NULL) {
+        if (!cJSON_IsNumber(one) || one->valuedouble < 0 || one->valuedouble > INT32_MAX)
+            return ds_fail(e, DS_ECORRUPT, "%s: field '%s' is not a token id or a list of them", path, name);
+        int32_t id = (int32_t)one->valuedouble;
+        int dup = 0;
+        for (int i = 0; i < c->n_eos; i++) dup |= c->eos_ids[i] == id;
+        if (!dup && c->n_eos < DS_MAX_EOS) c->eos_ids[c->n_eos++] = id;
+    }
+    return DS_OK;
+}
+
+static ds_status read_json(const char *path, cJSON **out, int required, ds_err *e) {
+    *out = NULL;
+    char *text;
+    size_t len;
+    ds_status s = ds_read_text_file(path, MAX_JSON_BYTES, &text, &len, e);
+    if (s == DS_ENOTFOUND && !required) return DS_OK;
+    if (s) return s;
+    *out = cJSON_ParseWithLength(text, len);
+    if (!*out) {
+        const char *at = cJSON_GetErrorPtr();
+        long off = at && at >= text && at <= text + len ? (long)(at - text) : -1;
+        free(text);
+        return ds_fail(e, DS_ECORRUPT, "%s: not valid JSON (near byte %ld)", path, off);
+    }
+    free(text);
+    if (!cJSON_IsObject(*out)) {
+        cJSON_Delete(*out);
+        *out = NULL;
+        return ds_fail(e, DS_ECORRUPT, "%s: not a JSON object", path);
+    }
+    return DS_OK;
+}
+
+static ds_status read_rope(cfg_reader *r, ds_model_config *c) {
+    const cJSON *params, *theta = NULL, *factor = NULL;
+    ds_status s = field(r, "rope_parameters", &params);
+    if (s) return s;
+    if (params && !cJSON_IsObject(params))
+        return ds_fail(r->e, DS_ECORRUPT, "%s: field 'rope_parameters' is not an object", r->path);
+    if (params) {
+        theta = cJSON_GetObjectItemCaseSensitive(params, "rope_theta");
+        factor = cJSON_GetObjectItemCaseSensitive(params, "partial_rotary_factor");
+    }
+    if (!theta && (s = field(r, "rope_theta", &theta))) return s;
+    if (!factor && (s = field(r, "partial_rotary_factor", &factor))) return s;
+    c->rope_theta = c->arch == DS_ARCH_QWEN3 ? 1e6f : 1e7f;
+    if (theta && (s = get_float(r, theta, "rope_theta", &c->rope_theta))) return s;
+    float f = c->arch == DS_ARCH_QWEN3 ? 1.0f : 0.25f;
+    if (factor && (s = get_float(r, factor, "partial_rotary_factor", &f))) return s;
+    if (!(f > 0 && f <= 1))
+        return ds_fail(r->e, DS_ECORRUPT, "%s: field 'partial_rotary_factor' is %g, not in (0, 1]", r->path, (double)f);
+    c->rope_dim = (int)lroundf((float)c->head_dim * f);
+    return DS_OK;
+}
+
+static ds_status read_layer_types(cfg_reader *r, ds_model_config *c) {
+    const cJSON *types;
+    ds_status s = field(r, "layer_types", &types);
+    if (s) return s;
+    if (c->arch == DS_ARCH_QWEN3) {
+        for (int i = 0; i < c->n_layer; i++) c->layer_full[i] = 1;
+        return DS_OK;
+    }
+    if ((s = get_int(r, "full_attention_interval", 4, &c->full_attn_interval))) return s;
+    if (!types) {
+        if (c->full_attn_interval == 0)
+            return ds_fail(r->e, DS_ECORRUPT, "%s: field 'full_attention_interval' is 0", r->path);
+        for (int i = 0; i < c->n_layer; i++) c->layer_full[i] = (i + 1) % c->full_attn_interval == 0;
+        return DS_OK;
+    }
+    if (!cJSON_IsArray(types) || cJSON_GetArraySize(types) != c->n_layer)
+        return ds_fail(r->e, DS_ECORRUPT, "%s: field 'layer_types' is not a list of num_hidden_layers (%d) entries",
+                       r->path, c->n_layer);
+    int i = 0;
+    for (const cJSON *t = types->child; t; t = t->next, i++) {
+        if (cJSON_IsString(t) && strcmp(t->valuestring, "full_attention") == 0) c->layer_full[i] = 1;
+        else if (cJSON_IsString(t) && strcmp(t->valuestring, "linear_attention") == 0) c->layer_full[i] = 0;
+        else return ds_fail(r->e, DS_ECORRUPT, "%s: layer_types[%d] is neither \"full_attention\" nor \"linear_attention\"",
+                            r->path, i);
+    }
+    return DS_OK;
+}
+
+static ds_status read_config(ds_model_file *m, const char *dir, ds_err *e) {
+    char path[4096];
+    snprintf(path, sizeof path, "%s/config.json", dir);
+    cJSON *root;
+    ds_status s = read_json(path, &root, 1, e);
+    if (s) return s;
+    ds_model_config *c = &m->cfg;
+    const cJSON *text = cJSON_GetObjectItemCaseSensitive(root, "text_config");
+    if (text && !cJSON_IsObject(text)) {
+        cJSON_Delete(root);
+        return ds_fail(e, DS_ECORRUPT, "%s: field 'text_config' is not an object", path);
+    }
+    cfg_reader r = {.path = path, .text = text, .top = root, .e = e};
+    const cJSON *mt = text ? cJSON_GetObjectItemCaseSensitive(text, "model_type") : NULL;
+    if (!mt) mt = cJSON_GetObjectItemCaseSensitive(root, "model_type");
+    const char *type = cJSON_IsString(mt) ? mt->valuestring : NULL;
+    if (!type) {
+        s = ds_fail(e, DS_ENOTFOUND, "%s: field 'model_type' is missing", path);
+    } else if (!strcmp(type, "qwen3_5_text") || !strcmp(type, "qwen3_5")) {
+        c->arch = DS_ARCH_QWEN35;
+    } else if (!strcmp(type, "qwen3_5_moe_text") || !strcmp(type, "qwen3_5_moe")) {
+        c->arch = DS_ARCH_QWEN35MOE;
+    } else if (!strcmp(type, "qwen3")) {
+        c->arch = DS_ARCH_QWEN3;
+    } else {
+        s = ds_fail(e, DS_EUNSUPPORTED, "%s: model_type '%.64s' is not supported (qwen3, qwen3_5, qwen3_5_moe are)",
+                    path, type);
+    }
+    const cJSON *v = NULL;
+    if (!s) s = get_int(&r, "hidden_size", -1, &c->n_embd);
+    if (!s) s = get_int(&r, "num_hidden_layers", -1, &c->n_layer);
+    if (!s && c->n_layer >= DS_MAX_LAYERS)
+        s = ds_fail(e, DS_EUNSUPPORTED, "%s: %d layers (at most %d supported)", path, c->n_layer, DS_MAX_LAYERS - 1);
+    if (!s) s = get_int(&r, "vocab_size", -1, &c->n_vocab);
+    if (!s) s = get_int(&r, "num_attention_heads", -1, &c->n_head);
+    if (!s) s = get_int(&r, "num_key_value_heads", c->n_head, &c->n_head_kv);
+    if (!s) s = get_int(&r, "head_dim", c->n_head ? c->n_embd / c->n_head : 0, &c->head_dim);
+    if (!s) s = get_int(&r, "max_position_embeddings", 32768, &c->n_ctx_train);
+    if (!s) s = field(&r, "rms_norm_eps", &v);
+    c->rms_eps = 1e-6f;
+    if (!s && v) s = get_float(&r, v, "rms_norm_eps", &c->rms_eps);
+    if (!s) s = get_bool(&r, "tie_word_embeddings", 0, &c->tied_embeddings);
+    if (!s) s = read_rope(&r, c);
+    if (!s) s = read_layer_types(&r, c);
+    if (!s && c->arch != DS_ARCH_QWEN3) {
+        c->attn_output_gate = 1;
+        s = get_int(&r, "linear_num_key_heads", -1, &c->lin_k_heads);
+        if (!s) s = get_int(&r, "linear_num_value_heads", -1, &c->lin_v_heads);
+        if (!s) s = get_int(&r, "linear_key_head_dim", -1, &c->lin_k_dim);
+        if (!s) s = get_int(&r, "linear_value_head_dim", -1, &c->lin_v_dim);
+        if (!s) s = get_int(&r, "linear_conv_kernel_dim", 4, &c->conv_kernel);
+        if (!s) s = get_int(&r, "mtp_num_hidden_layers", 0, &c->n_mtp);
+    }
+    if (!s && c->arch == DS_ARCH_QWEN35MOE) {
+        s = get_int(&r, "num_experts", -1, &c->n_expert);
+        if (!s) s = get_int(&r, "num_experts_per_tok", -1, &c->n_expert_used);
+        if (!s) s = get_int(&r, "moe_intermediate_size", -1, &c->n_ff_exp);
+        if (!s) s = get_int(&r, "shared_expert_intermediate_size", -1, &c->n_ff_shexp);
+    } else if (!s) {
+        s = get_int(&r, "intermediate_size", -1, &c->n_ff);
+    }
+    if (!s && !(s = field(&r, "eos_token_id", &v))) s = add_eos(c, v, path, "eos_token_id", e);
+    if (!s && !(s = field(&r, "pad_token_id", &v)) && cJSON_IsNumber(v)) c->pad_id = (int32_t)v->valuedouble;
+    cJSON_Delete(root);
+    if (s) return s;
+
+    /* generation_config.json may add the chat turn's end token to the stop set */
+    snprintf(path, sizeof path, "%s/generation_config.json", dir);
+    if ((s = read_json(path, &root, 0, e))) return s;
+    if (root) {
+        s = add_eos(c, cJSON_GetObjectItemCaseSensitive(root, "eos_token_id"), path, "eos_token_id", e);
+        cJSON_Delete(root);
+    }
+    return s;
+}
+
+static int file_exists(const char *path) { return access(path, R_OK) == 0; }
+
+static ds_status read_chat_template(ds_model_file *m, const char *dir, ds_err *e) {
+    char path[4096];
+    size_t len;
+    snprintf(path, sizeof path, "%s/chat_template.jinja", dir);
+    if (file_exists(path)) return ds_read_text_file(path, MAX_JSON_BYTES, &m->chat_template, &len, e);
+    snprintf(path, sizeof path, "%s/tokenizer_config.json", dir);
+    cJSON *root;
+    ds_status s = read_json(path, &root, 0, e);
+    if (s || !root) return s;
+    const cJSON *t = cJSON_GetObjectItemCaseSensitive(root, "chat_template");
+    if (cJSON_IsArray(t)) { /* a list of named templates: take "default" */
+        const cJSON *pick = NULL;
+        for (const cJSON *it = t->child; it; it = it->next) {
+            const cJSON *nm = cJSON_GetObjectItemCaseSensitive(it, "name");
+            if (cJSON_IsString(nm) && strcmp(nm->valuestring, "default") == 0)
+                pick = cJSON_GetObjectItemCaseSensitive(it, "template");
+        }
+        t = pick;
+    }
+    if (t && !cJSON_IsString(t)) s = ds_fail(e, DS_ECORRUPT, "%s: field 'chat_template' is not a string", path);
+    else if (t && !(m->chat_template = strdup(t->valuestring))) s = ds_fail(e, DS_ENOMEM, "out of memory");
+    cJSON_Delete(root);
+    return s;
+}
+
+/* --- shards --- */
+
+static ds_status open_shards(ds_model_file *m, const char *dir, ds_err *e) {
+    char path[4096];
+    snprintf(path, sizeof path, "%s/model.safetensors.index.json", dir);
+    cJSON *index;
+    ds_status s = read_json(path, &index, 0, e);
+    if (s) return s;
+    if (!index) {
+        snprintf(path, sizeof path, "%s/model.safetensors", dir);
+        if (!file_exists(path))
+            return ds_fail(e, DS_ENOTFOUND, "%s: neither model.safetensors nor model.safetensors.index.json is there", dir);
+        m->shards = calloc(1, sizeof *m->shards);
+        if (!m->shards) return ds_fail(e, DS_ENOMEM, "out of memory");
+        char *p = strdup(path);
+        if (!p) return ds_fail(e, DS_ENOMEM, "out of memory");
+        s = ds_safetensors_open(&m->shards[0], p, e);
+        if (s) { free(p); return s; }
+        m->shards[0].path = p;
+        m->n_shards = 1;
+        return DS_OK;
+    }
+    const cJSON *map = cJSON_GetObjectItemCaseSensitive(index, "weight_map");
+    int n = cJSON_IsObject(map) ? cJSON_GetArraySize(map) : -1;
+    if (n <= 0) {
+        cJSON_Delete(index);
+        return ds_fail(e, DS_ECORRUPT, "%s: field 'weight_map' is missing, empty or not an object", path);
+    }
+    const char **files = calloc((size_t)n, sizeof *files);
+    m->shards = calloc((size_t)n, sizeof *m->shards);
+    if (!files || !m->shards) {
+        free(files);
+        cJSON_Delete(index);
+        return ds_fail(e, DS_ENOMEM, "out of memory");
+    }
+    int n_files = 0;
+    for (const cJSON *it = map->child; it && !s; it = it->next) {
+        if (!cJSON_IsString(it) || !*it->valuestring || strchr(it->valuestring, '/') || it->valuestring[0] == '.') {
+            s = ds_fail(e, DS_ECORRUPT, "%s: weight_map entry '%s' does not name a file in the directory", path, it->string);
+            break;
+        }
+        int seen = 0;
+        for (int i = 0; i < n_files; i++) seen |= strcmp(files[i], it->valuestring) == 0;
+        if (!seen) files[n_files++] = it->valuestring;
+    }
+    for (int i = 0; i < n_files && !s; i++) {
+        char shard_path[4096];
+        snprintf(shard_path, sizeof shard_path, "%s/%s", dir, files[i]);
+        char *p = strdup(shard_path);
+        if (!p) { s = ds_fail(e, DS_ENOMEM, "out of memory"); break; }
+        s = ds_safetensors_open(&m->shards[i], p, e);
+        if (s) { free(p); break; }
+        m->shards[i].path = p;
+        m->n_shards++;
+    }
+    /* every tensor the index names must be in the shard it names */
+    for (const cJSON *it = map->child; it && !s; it = it->next) {
+        for (int i = 0; i < m->n_shards; i++) {
+            size_t ln = strlen(m->shards[i].path), lf = strlen(it->valuestring);
+            if (ln >= lf && strcmp(m->shards[i].path + ln - lf, it->valuestring) == 0 &&
+                !ds_safetensors_find(&m->shards[i], it->string))
+                s = ds_fail(e, DS_ECORRUPT, "%s: the index puts tensor '%s' in %s, which does not have it", path,
+                            it->string, it->valuestring);
+        }
+    }
+    free(files);
+    cJSON_Delete(index);
+    return s;
+}
+
+/* --- name mapping --- */
+
+/* Split-form experts are copied into one stack per (layer, kind) as they appear. */
+typedef struct {
+    int layer, kind;     /* kind: 0 gate, 1 up, 2 down */
+    ds_tensor *t;        /* in the model table once complete; NULL before */
+    uint8_t *buf;
+    int n_seen;
+    uint8_t *seen;
+    ds_dtype type;
+    int64_t rows, cols;
+} expert_stack;
+
+typedef struct {
+    ds_model_file *m;
+    expert_stack *stacks;
+    int n_stacks, cap_stacks;
+    ds_err *e;
+} mapper;
+
+static void torch_to_ne(const ds_st_tensor *st, ds_tensor *t) {
+    t->n_dims = st->n_dims ? st->n_dims : 1;
+    for (int d = 0; d < 4; d++) t->ne[d] = 1;
+    for (int d = 0; d < st->n_dims && d < 4; d++) t->ne[d] = st->shape[st->n_dims - 1 - d];
+    if (st->n_dims == 0) t->ne[0] = 1;
+}
+
+static ds_status check_dtype(const ds_st_tensor *st, const char *path, ds_err *e) {
+    if (!st->has_dtype)
+        return ds_fail(e, DS_EUNSUPPORTED, "%s: tensor '%s' has dtype %s; model weights must be F32, F16 or BF16", path,
+                       st->name, st->st_dtype);
+    if (st->n_dims > 4) return ds_fail(e, DS_ECORRUPT, "%s: tensor '%s' has %d dimensions", path, st->name, st->n_dims);
+    return DS_OK;
+}
+
+static ds_status add_converted(mapper *mp, const ds_st_tensor *st, const char *shard, const char *name, ds_hf_conversion conv) {
+    ds_model_file *m = mp->m;
+    ds_tensor t = {.type = st->type, .data = st->data};
+    snprintf(t.name, sizeof t.name, "%s", name);
+    torch_to_ne(st, &t);
+    t.nb2 = ds_dtype_row_bytes(t.type, t.ne[0]) * (size_t)t.ne[1];
+    ds_status s;
+    switch (conv) {
+    case DS_HF_PLAIN:
+        break;
+    case DS_HF_CONV1D: /* [C, 1, K] -> {K, C} */
+        if (st->n_dims != 3 || st->shape[1] != 1)
+            return ds_fail(mp->e, DS_ECORRUPT, "%s: tensor '%s' should have shape [channels, 1, kernel]", shard, st->name);
+        t.n_dims = 2;
+        t.ne[1] = t.ne[2];
+        t.ne[2] = 1;
+        if ((s = ds_model_tensor_to_f32(m, &t, mp->e))) return s;
+        break;
+    case DS_HF_VECTOR:
+        if ((s = ds_model_tensor_to_f32(m, &t, mp->e))) return s;
+        break;
+    case DS_HF_NORM:
+    case DS_HF_ALOG: {
+        if ((s = ds_model_tensor_to_f32(m, &t, mp->e))) return s;
+        int64_t n = t.ne[0] * t.ne[1] * t.ne[2] * t.ne[3];
+        float *dst = ds_model_alloc(m, (size_t)n * sizeof(float));
+        if (!dst) return ds_fail(mp->e, DS_ENOMEM, "out of memory");
+        const float *src = (const float *)t.data;
+        int add_one = m->cfg.arch != DS_ARCH_QWEN3; /* Qwen3.5 norms are zero-centred: the scale is 1 + w */
+        for (int64_t i = 0; i < n; i++)
+            dst[i] = conv == DS_HF_ALOG ? -expf(src[i]) : add_one ? 1.0f + src[i] : src[i];
+        t.data = (const uint8_t *)dst;
+        break;
+    }
+    case DS_HF_GATE_UP: { /* [E, 2I, H]: rows 0..I-1 of each expert are the gate, I..2I-1 the up projection */
+        if (st->n_dims != 3 || st->shape[1] % 2)
+            return ds_fail(mp->e, DS_ECORRUPT, "%s: tensor '%s' should have shape [experts, 2*moe_intermediate, hidden]",
+                           shard, st->name);
+        int64_t I = st->shape[1] / 2;
+        size_t half = ds_dtype_row_bytes(t.type, t.ne[0]) * (size_t)I;
+        ds_tensor up = t;
+        t.ne[1] = up.ne[1] = I;
+        t.nb2 = up.nb2 = 2 * half;
+        char *gate = strstr(up.name, "ffn_gate_exps"); /* t is "blk.N.ffn_gate_exps.weight" */
+        if (gate) memcpy(gate, "ffn_up_exps.weight", sizeof "ffn_up_exps.weight");
+        up.data = t.data + half;
+        if ((s = ds_model_add_tensor(m, &up, mp->e))) return s;
+        break;
+    }
+    }
+    return ds_model_add_tensor(m, &t, mp->e);
+}
+
+static ds_status add_split_expert(mapper *mp, const ds_st_tensor *st, const char *shard, int layer, int expert, int kind) {
+    ds_model_file *m = mp->m;
+    const ds_model_config *c = &m->cfg;
+    if (c->n_expert <= 0 || expert >= c->n_expert)
+        return ds_fail(mp->e, DS_ECORRUPT, "%s: tensor '%s' names expert %d, the config has %d experts", shard, st->name,
+                       expert, c->n_expert);
+    if (st->n_dims != 2)
+        return ds_fail(mp->e, DS_ECORRUPT, "%s: tensor '%s' should be 2-D", shard, st->name);
+    expert_stack *es = NULL;
+    for (int i = 0; i < mp->n_stacks; i++)
+        if (mp->stacks[i].layer == layer && mp->stacks[i].kind == kind) es = &mp->stacks[i];
+    if (!es) {
+        if (mp->n_stacks == mp->cap_stacks) {
+            int cap = mp->cap_stacks ? 2 * mp->cap_stacks : 64;
+            expert_stack *p = realloc(mp->stacks, (size_t)cap * sizeof *p);
+            if (!p) return ds_fail(mp->e, DS_ENOMEM, "out of memory");
+            mp->stacks = p;
+            mp->cap_stacks = cap;
+        }
+        es = &mp->stacks[mp->n_stacks++];
+        memset(es, 0, sizeof *es);
+        es->layer = layer;
+        es->kind = kind;
+        es->type = st->type;
+        es->rows = st->shape[0];
+        es->cols = st->shape[1];
+        size_t bytes = ds_dtype_row_bytes(es->type, es->cols) * (size_t)es->rows * (size_t)c->n_expert;
+        es->buf = ds_model_alloc(m, bytes);
+        es->seen = ds_model_alloc(m, (size_t)c->n_expert);
+        if (!es->buf || !es->seen) return ds_fail(mp->e, DS_ENOMEM, "out of memory for expert weights of layer %d", layer);
+        memset(es->seen, 0, (size_t)c->n_expert);
+    }
+    if (st->type != es->type || st->shape[0] != es->rows || st->shape[1] != es->cols)
+        return ds_fail(mp->e, DS_ECORRUPT, "%s: tensor '%s' differs in dtype or shape from the other experts", shard,
+                       st->name);
+    if (es->seen[expert]) return ds_fail(mp->e, DS_ECORRUPT, "%s: tensor '%s' is defined twice", shard, st->name);
+    size_t matrix = ds_dtype_row_bytes(es->type, es->cols) * (size_t)es->rows;
+    memcpy(es->buf + matrix * (size_t)expert, st->data, matrix);
+    es->seen[expert] = 1;
+    es->n_seen++;
+    return DS_OK;
+}
+
+static ds_status finish_expert_stacks(mapper *mp) {
+    static const char *const names[3] = {"ffn_gate_exps.weight", "ffn_up_exps.weight", "ffn_down_exps.weight"};
+    static const char *const hf[3] = {"gate_proj", "up_proj", "down_proj"};
+    ds_model_file *m = mp->m;
+    for (int i = 0; i < mp->n_stacks; i++) {
+        expert_stack *es = &mp->stacks[i];
+        if (es->n_seen != m->cfg.n_expert) {
+            int missing = 0;
+            while (es->seen[missing]) missing++;
+            return ds_fail(mp->e, DS_ENOTFOUND, "%s: expert %d's %s of layer %d is missing", m->path, missing,
+                           hf[es->kind], es->layer);
+        }
+        ds_tensor t = {.type = es->type, .n_dims = 3, .ne = {es->cols, es->rows, m->cfg.n_expert, 1}, .data = es->buf};
+        t.nb2 = ds_dtype_row_bytes(es->type, es->cols) * (size_t)es->rows;
+        snprintf(t.name, sizeof t.name, "blk.%d.%s", es->layer, names[es->kind]);
+        ds_status s = ds_model_add_tensor(m, &t, mp->e);
+        if (s) return s;
+    }
+    return DS_OK;
+}
+
+/* Maps one "layers.<i>.<rest>" tensor (main or MTP) to block `block`. */
+static ds_status map_layer_tensor(mapper *mp, const ds_st_tensor *st, const char *shard, int block, const char *rest) {
+    int expert, n = 0;
+    char proj[16];
+    if (sscanf(rest, "mlp.experts.%d.%15[a-z_]%n", &expert, proj, &n) == 2 && strcmp(rest + n, ".weight") == 0) {
+        int kind = !strcmp(proj, "gate_proj") ? 0 : !strcmp(proj, "up_proj") ? 1 : !strcmp(proj, "down_proj") ? 2 : -1;
+        if (kind < 0) return DS_OK;
+        return add_split_expert(mp, st, shard, block, expert, kind);
+    }
+    for (int i = 0; i < DS_HF_N_LAYER_NAMES; i++) {
+        const ds_hf_name *hn = &DS_HF_LAYER_NAMES[i];
+        if (strcmp(rest, hn->hf) != 0) continue;
+        char name[64];
+        snprintf(name, sizeof name, "blk.%d.%s", block, ds_hf_layer_gguf_name(hn, mp->m->cfg.arch));
+        return add_converted(mp, st, shard, name, hn->conv);
+    }
+    return DS_OK; /* a tensor deltaserve does not use (e.g. a rotary cache) */
+}
+
+static ds_status map_tensor(mapper *mp, const ds_st_tensor *st, const char *shard) {
+    const ds_model_config *c = &mp->m->cfg;
+    const char *name = st->name, *body;
+    if (!strncmp(name, "model.visual.", 13) || !strncmp(name, "visual.", 7)) return DS_OK;
+    ds_status s = check_dtype(st, shard, mp->e);
+    if (s) return s;
+    if (!strcmp(name, "lm_head.weight")) {
+        if (c->tied_embeddings) return DS_OK; /* tied: the embedding serves as the head */
+        return add_converted(mp, st, shard, "output.weight", DS_HF_PLAIN);
+    }
+    if (!strncmp(name, "mtp.", 4)) {
+        if (c->n_mtp == 0) return DS_OK;
+        body = name + 4;
+        int layer, n = 0;
+        if (sscanf(body, "layers.%d.%n", &layer, &n) == 1 && n > 0) {
+            if (layer != 0) return ds_fail(mp->e, DS_EUNSUPPORTED, "%s: tensor '%s': only one MTP layer is supported",
+                                           shard, name);
+            return map_layer_tensor(mp, st, shard, c->n_layer, body + n);
+        }
+        for (int i = 0; i < DS_HF_N_MTP_NAMES; i++)
+            if (!strcmp(body, DS_HF_MTP_NAMES[i].hf)) {
+                char nm[64];
+                snprintf(nm, sizeof nm, "blk.%d.%s", c->n_layer, DS_HF_MTP_NAMES[i].gguf);
+                return add_converted(mp, st, shard, nm, DS_HF_MTP_NAMES[i].conv);
+            }
+        return DS_OK;
+    }
+    if (!strncmp(name, "model.language_model.", 21)) body = name + 21;
+    else if (!strncmp(name, "model.", 6)) body = name + 6;
+    else return DS_OK;
+    if (!strcmp(body, "embed_tokens.weight")) return add_converted(mp, st, shard, "token_embd.weight", DS_HF_PLAIN);
+    if (!strcmp(body, "norm.weight")) return add_converted(mp, st, shard, "output_norm.weight", DS_HF_NORM);
+    int layer, n = 0;
+    if (sscanf(body, "layers.%d.%n", &layer, &n) == 1 && n > 0) {
+        if (layer < 0 || layer >= c->n_layer)
+            return ds_fail(mp->e, DS_ECORRUPT, "%s: tensor '%s' is for layer %d, the config has %d layers", shard, name,
+                           layer, c->n_layer);
+        return map_layer_tensor(mp, st, shard, layer, body + n);
+    }
+    return DS_OK;
+}
+
+ds_status ds_model_load_hf(ds_model_file *m, const char *dir, ds_err *e) {
+    ds_status s = read_config(m, dir, e);
+    if (s) return s;
+    if ((s = open_shards(m, dir, e))) return s;
+    mapper mp = {.m = m, .e = e};
+    for (int i = 0; i < m->n_shards && !s; i++)
+        for (int j = 0; j < m->shards[i].n_tensors && !s; j++)
+            s = map_tensor(&mp, &m->shards[i].tensors[j], m->shards[i].path);
+    if (!s) s = finish_expert_stacks(&mp);
+    free(mp.stacks);
+    if (s) return s;
+    char path[4096];
+    snprintf(path, sizeof path, "%s/tokenizer.json", dir);
+    if (file_exists(path) && !(m->tokenizer_json = strdup(path))) return ds_fail(e, DS_ENOMEM, "out of memory");
+    return read_chat_template(m, dir, e);
+}

@@ -1,0 +1,677 @@
+/* model_make.c - make-model: deterministic random weights in real shapes,
+ * written as GGUF or as a Hugging Face directory (see model_make.h). */
+#include "loading/model_make.h"
+
+#include <cjson/cJSON.h>
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "common/half.h"
+#include "common/progress.h"
+#include "common/mapped_file.h"
+#include "loading/gguf_writer.h"
+#include "loading/hf_names.h"
+#include "loading/model_shapes.h"
+#include "tokenizer/default_chat_template.h"
+#include "tokenizer/vocab.h"
+
+/* --- values --- */
+
+static uint64_t splitmix(uint64_t *s) {
+    uint64_t z = (*s += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+
+/* uniform in [-1, 1) */
+static float uniform(uint64_t *s) { return (float)((double)(splitmix(s) >> 11) * (2.0 / 9007199254740992.0) - 1.0); }
+
+static uint64_t stream_seed(uint64_t seed, const char *name, int expert) {
+    uint64_t h = 1469598103934665603ull ^ seed;
+    for (const char *p = name; *p; p++) h = (h ^ (uint8_t)*p) * 1099511628211ull;
+    return h ^ ((uint64_t)(expert + 1) * 0x9E3779B97F4A7C15ull);
+}
+
+static int ends_with(const char *s, const char *suffix) {
+    size_t a = strlen(s), b = strlen(suffix);
+    return a >= b && strcmp(s + a - b, suffix) == 0;
+}
+
+void ds_make_values(const ds_model_config *cfg, const ds_tensor_spec *s, uint64_t seed, float scale, int expert,
+                    float *dst) {
+    uint64_t st = stream_seed(seed, s->name, expert);
+    int64_t n = s->ne[0] * s->ne[1];
+    const float sqrt3 = 1.7320508f;
+    float amp; /* uniform amplitude = std * sqrt(3) */
+    switch (s->kind) {
+    case DS_TK_EMBED:
+        amp = sqrt3;
+        break;
+    case DS_TK_NORM:
+        /* Qwen3.5 stores zero-centred norms (scale 1 + w); Qwen3 stores the scale */
+        for (int64_t i = 0; i < n; i++) dst[i] = (cfg->arch == DS_ARCH_QWEN3 ? 1.0f : 0.0f) + 0.1f * uniform(&st);
+        return;
+    case DS_TK_VECTOR:
+        if (ends_with(s->name, "ssm_a")) { /* A_log, as the model initialises it: log of U(1, 16) */
+            for (int64_t i = 0; i < n; i++) dst[i] = logf(8.5f + 7.5f * uniform(&st));
+            return;
+        }
+        if (ends_with(s->name, "ssm_dt.bias")) { /* inverse softplus of dt in U(0.001, 0.1) */
+            for (int64_t i = 0; i < n; i++) dst[i] = logf(expm1f(0.0505f + 0.0495f * uniform(&st)));
+            return;
+        }
+        if (ends_with(s->name, "ssm_norm.weight")) { /* plain weight, not zero-centred */
+            for (int64_t i = 0; i < n; i++) dst[i] = 1.0f + 0.1f * uniform(&st);
+            return;
+        }
+        amp = scale * sqrt3 / sqrtf((float)s->ne[0]);
+        break;
+    default:
+        amp = scale * sqrt3 / sqrtf((float)s->ne[0]);
+        break;
+    }
+    for (int64_t i = 0; i < n; i++) dst[i] = amp * uniform(&st);
+}
+
+/* Grouped value-head order (HF: head h belongs to key head h / r) to tiled
+ * order (ggml broadcasting: key head h % Hk), on `heads` blocks of `block`
+ * consecutive floats starting at data, repeated `reps` times `stride` apart. */
+static void grouped_to_tiled(float *data, int hk, int hv, int64_t block, int64_t reps, int64_t stride) {
+    int r = hv / hk;
+    float *tmp = malloc((size_t)(hv * block) * sizeof *tmp);
+    if (!tmp) abort(); /* a few KiB; a failure here is not recoverable anyway */
+    for (int64_t rep = 0; rep < reps; rep++) {
+        float *base = data + rep * stride;
+        for (int t = 0; t < hv; t++) {
+            int k = t % hk, j = t / hk, g = k * r + j;
+            memcpy(tmp + (int64_t)t * block, base + (int64_t)g * block, (size_t)block * sizeof *tmp);
+        }
+        memcpy(base, tmp, (size_t)(hv * block) * sizeof *tmp);
+    }
+    free(tmp);
+}
+
+void ds_make_to_gguf_form(const ds_model_config *c, const ds_tensor_spec *s, float *data) {
+    int64_t n = s->ne[0] * s->ne[1];
+    if (s->kind == DS_TK_NORM && c->arch != DS_ARCH_QWEN3)
+        for (int64_t i = 0; i < n; i++) data[i] += 1.0f;
+    if (ends_with(s->name, ".ssm_a"))
+        for (int64_t i = 0; i < n; i++) data[i] = -expf(data[i]);
+    int hk = c->lin_k_heads, hv = c->lin_v_heads;
+    if (hk == hv || s->layer < 0 || s->layer >= c->n_layer || c->layer_full[s->layer]) return;
+    int64_t H = c->n_embd, dv = c->lin_v_dim, key_dim = (int64_t)hk * c->lin_k_dim;
+    if (ends_with(s->name, "attn_qkv.weight"))
+        grouped_to_tiled(data + 2 * key_dim * H, hk, hv, dv * H, 1, 0);
+    else if (ends_with(s->name, "attn_gate.weight"))
+        grouped_to_tiled(data, hk, hv, dv * H, 1, 0);
+    else if (ends_with(s->name, "ssm_beta.weight") || ends_with(s->name, "ssm_alpha.weight"))
+        grouped_to_tiled(data, hk, hv, H, 1, 0);
+    else if (ends_with(s->name, "ssm_a") || ends_with(s->name, "ssm_dt.bias"))
+        grouped_to_tiled(data, hk, hv, 1, 1, 0);
+    else if (ends_with(s->name, "ssm_conv1d.weight"))
+        grouped_to_tiled(data + 2 * key_dim * s->ne[0], hk, hv, dv * s->ne[0], 1, 0);
+    else if (ends_with(s->name, "ssm_out.weight")) /* columns: each output row holds Hv blocks of Dv */
+        grouped_to_tiled(data, hk, hv, dv, H, (int64_t)hv * dv);
+}
+
+/* llama.cpp's rule for which layers get more bits in mixed K-quant files */
+static int use_more_bits(int i, int n) { return i < n / 8 || i >= 7 * n / 8 || (i - n / 8) % 3 == 2; }
+
+static ds_dtype fit_blocks(ds_dtype want, int64_t ne0) {
+    if (ne0 % ds_dtype_get(want)->block_elems == 0) return want;
+    /* llama.cpp falls back to legacy 32-blocks; of those deltaserve has Q8_0 */
+    return ne0 % DS_QK8_0 == 0 ? DS_Q8_0 : DS_F16;
+}
+
+ds_dtype ds_make_gguf_type(const ds_model_config *c, const ds_tensor_spec *s, const char *dtype) {
+    /* llama.cpp keeps vectors, norms, the conv and the MoE router in F32 at every file type */
+    if (s->kind == DS_TK_NORM || s->kind == DS_TK_VECTOR || s->kind == DS_TK_CONV || ends_with(s->name, "ffn_gate_inp.weight"))
+        return DS_F32;
+    ds_dtype t;
+    if (strcmp(dtype, "q4_k_m") == 0) {
+        /* its Q4_K_M: Q6_K for the head (and a tied embedding), and for the value
+         * projections (attn_v, and attn_qkv of GDN layers) and down projections of
+         * the layers use_more_bits picks, counting the MTP block as a layer */
+        int more = 0;
+        if (strcmp(s->name, "output.weight") == 0 || (c->tied_embeddings && s->kind == DS_TK_EMBED)) more = 1;
+        else if (ends_with(s->name, "attn_v.weight") || ends_with(s->name, "attn_qkv.weight") ||
+                 strstr(s->name, "ffn_down"))
+            more = use_more_bits(s->layer, c->n_layer + c->n_mtp);
+        return fit_blocks(more ? DS_Q6_K : DS_Q4_K, s->ne[0]);
+    }
+    if (ds_dtype_from_name(dtype, &t) != 0) return DS_F32;
+    return fit_blocks(t, s->ne[0]);
+}
+
+/* --- shared set-up --- */
+
+typedef struct {
+    ds_tensor_spec *specs;
+    int n, cap;
+} spec_list;
+
+static void collect(const ds_tensor_spec *s, void *arg) {
+    spec_list *l = arg;
+    if (s->optional) return; /* only 'output' of a tied model */
+    if (l->n == l->cap) {
+        l->cap = l->cap ? 2 * l->cap : 256;
+        ds_tensor_spec *p = realloc(l->specs, (size_t)l->cap * sizeof *p);
+        if (!p) abort();
+        l->specs = p;
+    }
+    l->specs[l->n++] = *s;
+}
+
+typedef struct {
+    const ds_make_options *o;
+    ds_model_config cfg;
+    ds_vocab vocab;
+    spec_list specs;
+    ds_progress progress;
+    uint64_t total_elems;
+} maker;
+
+static int64_t spec_elems(const ds_tensor_spec *s) { return s->ne[0] * s->ne[1] * s->ne[2]; }
+
+static ds_status setup(maker *mk, ds_err *e) {
+    const ds_make_options *o = mk->o;
+    const ds_model_shape *shape = ds_model_shape_find(o->shape);
+    if (!shape) {
+        char names[512] = "";
+        for (int i = 0; i < ds_model_shape_count(); i++) {
+            strncat(names, i ? ", " : "", sizeof names - strlen(names) - 1);
+            strncat(names, ds_model_shape_at(i)->name, sizeof names - strlen(names) - 1);
+        }
+        return ds_fail(e, DS_EINVAL, "unknown shape '%s' (known: %s)", o->shape, names);
+    }
+    if (o->n_layers < 0 || o->n_layers >= DS_MAX_LAYERS)
+        return ds_fail(e, DS_EINVAL, "--layers %d is out of range (1..%d)", o->n_layers, DS_MAX_LAYERS - 1);
+    ds_model_shape_config(shape, o->n_layers, &mk->cfg);
+    if (o->no_mtp) mk->cfg.n_mtp = 0;
+    ds_status s = o->tokenizer_json ? ds_vocab_read_tokenizer_json(&mk->vocab, o->tokenizer_json, e)
+                                    : ds_vocab_generate(&mk->vocab, shape->n_vocab_regular, e);
+    if (s) return s;
+    int rows = (mk->vocab.n_tokens + 63) / 64 * 64;
+    if (mk->cfg.n_vocab < rows) mk->cfg.n_vocab = rows;
+    if ((s = ds_vocab_pad(&mk->vocab, mk->cfg.n_vocab, e))) return s;
+    mk->cfg.n_eos = 0;
+    if (mk->vocab.eos_id >= 0) mk->cfg.eos_ids[mk->cfg.n_eos++] = mk->vocab.eos_id;
+    if (mk->vocab.eot_id >= 0) mk->cfg.eos_ids[mk->cfg.n_eos++] = mk->vocab.eot_id;
+    mk->cfg.pad_id = mk->vocab.pad_id;
+    if ((s = ds_model_config_check(&mk->cfg, o->shape, e))) return s;
+    ds_model_for_each_spec(&mk->cfg, collect, &mk->specs);
+    for (int i = 0; i < mk->specs.n; i++) mk->total_elems += (uint64_t)spec_elems(&mk->specs.specs[i]);
+    return DS_OK;
+}
+
+/* --- GGUF --- */
+
+static uint32_t file_type(const char *dtype) {
+    /* llama.cpp's llama_ftype values */
+    if (!strcmp(dtype, "f32")) return 0;
+    if (!strcmp(dtype, "f16")) return 1;
+    if (!strcmp(dtype, "q8_0")) return 7;
+    if (!strcmp(dtype, "q4_k_m")) return 15;
+    if (!strcmp(dtype, "bf16")) return 32;
+    return 0;
+}
+
+static void write_gguf_metadata(maker *mk, ds_gguf_writer *w) {
+    const ds_model_config *c = &mk->cfg;
+    const char *arch = ds_arch_name(c->arch);
+    char key[96];
+#define KEY(suffix) (snprintf(key, sizeof key, "%s." suffix, arch), key)
+    ds_gguf_writer_str(w, "general.architecture", arch);
+    ds_gguf_writer_str(w, "general.type", "model");
+    char name[96];
+    snprintf(name, sizeof name, "deltaserve %s seed %llu", mk->o->shape, (unsigned long long)mk->o->seed);
+    ds_gguf_writer_str(w, "general.name", name);
+    ds_gguf_writer_u32(w, "general.file_type", file_type(mk->o->dtype));
+    ds_gguf_writer_u32(w, "general.quantization_version", 2);
+    ds_gguf_writer_u32(w, KEY("block_count"), (uint32_t)(c->n_layer + c->n_mtp));
+    ds_gguf_writer_u32(w, KEY("context_length"), (uint32_t)c->n_ctx_train);
+    ds_gguf_writer_u32(w, KEY("embedding_length"), (uint32_t)c->n_embd);
+    if (c->arch != DS_ARCH_QWEN35MOE) ds_gguf_writer_u32(w, KEY("feed_forward_length"), (uint32_t)c->n_ff);
+    ds_gguf_writer_u32(w, KEY("attention.head_count"), (uint32_t)c->n_head);
+    ds_gguf_writer_u32(w, KEY("attention.head_count_kv"), (uint32_t)c->n_head_kv);
+    ds_gguf_writer_u32(w, KEY("attention.key_length"), (uint32_t)c->head_dim);
+    ds_gguf_writer_u32(w, KEY("attention.value_length"), (uint32_t)c->head_dim);
+    ds_gguf_writer_f32(w, KEY("attention.layer_norm_rms_epsilon"), c->rms_eps);
+    ds_gguf_writer_f32(w, KEY("rope.freq_base"), c->rope_theta);
+    if (c->arch != DS_ARCH_QWEN3) {
+        ds_gguf_writer_u32(w, KEY("rope.dimension_count"), (uint32_t)c->rope_dim);
+        /* M-RoPE sections (T, H, W) in frequency slots; for text all three are the token index */
+        int half = c->rope_dim / 2, t = (half * 11 + 31) / 32, h = (half * 11) / 32;
+        int32_t sections[4] = {t, h, half - t - h, 0};
+        ds_gguf_writer_arr_i32(w, KEY("rope.dimension_sections"), sections, 4);
+        ds_gguf_writer_u32(w, KEY("ssm.conv_kernel"), (uint32_t)c->conv_kernel);
+        ds_gguf_writer_u32(w, KEY("ssm.state_size"), (uint32_t)c->lin_k_dim);
+        ds_gguf_writer_u32(w, KEY("ssm.group_count"), (uint32_t)c->lin_k_heads);
+        ds_gguf_writer_u32(w, KEY("ssm.time_step_rank"), (uint32_t)c->lin_v_heads);
+        ds_gguf_writer_u32(w, KEY("ssm.inner_size"), (uint32_t)(c->lin_v_heads * c->lin_v_dim));
+        ds_gguf_writer_u32(w, KEY("full_attention_interval"), (uint32_t)c->full_attn_interval);
+        if (c->n_mtp) ds_gguf_writer_u32(w, KEY("nextn_predict_layers"), (uint32_t)c->n_mtp);
+    }
+    if (c->arch == DS_ARCH_QWEN35MOE) {
+        ds_gguf_writer_u32(w, KEY("expert_count"), (uint32_t)c->n_expert);
+        ds_gguf_writer_u32(w, KEY("expert_used_count"), (uint32_t)c->n_expert_used);
+        ds_gguf_writer_u32(w, KEY("expert_feed_forward_length"), (uint32_t)c->n_ff_exp);
+        ds_gguf_writer_u32(w, KEY("expert_shared_feed_forward_length"), (uint32_t)c->n_ff_shexp);
+    }
+#undef KEY
+    ds_vocab_write_gguf(&mk->vocab, w);
+    ds_gguf_writer_str(w, "tokenizer.chat_template", DS_DEFAULT_CHAT_TEMPLATE);
+}
+
+static ds_status write_gguf(maker *mk, ds_err *e) {
+    ds_gguf_writer *w = ds_gguf_writer_new(32);
+    if (!w) return ds_fail(e, DS_ENOMEM, "out of memory");
+    write_gguf_metadata(mk, w);
+    ds_dtype *types = malloc((size_t)mk->specs.n * sizeof *types);
+    if (!types) { ds_gguf_writer_free(w); return ds_fail(e, DS_ENOMEM, "out of memory"); }
+    for (int i = 0; i < mk->specs.n; i++) {
+        ds_tensor_spec *s = &mk->specs.specs[i];
+        types[i] = ds_make_gguf_type(&mk->cfg, s, mk->o->dtype);
+        ds_gguf_writer_add_tensor(w, s->name, types[i], s->n_dims, s->ne);
+    }
+    ds_status st = ds_gguf_writer_begin(w, mk->o->out, e);
+    float *vals = NULL;
+    uint8_t *out = NULL;
+    size_t cap = 0;
+    for (int i = 0; i < mk->specs.n && !st; i++) {
+        ds_tensor_spec *s = &mk->specs.specs[i];
+        int64_t per = s->ne[0] * s->ne[1];
+        size_t need = (size_t)per * sizeof(float);
+        if (need > cap) {
+            free(vals);
+            free(out);
+            vals = malloc(need);
+            out = malloc(need);
+            cap = need;
+            if (!vals || !out) { st = ds_fail(e, DS_ENOMEM, "out of memory for tensor '%s'", s->name); break; }
+        }
+        size_t bytes = ds_dtype_row_bytes(types[i], s->ne[0]) * (size_t)s->ne[1];
+        /* one expert matrix at a time keeps memory at one matrix, whatever the expert count */
+        for (int64_t x = 0; x < s->ne[2] && !st; x++) {
+            ds_make_values(&mk->cfg, s, mk->o->seed, mk->o->scale, (int)x, vals);
+            ds_make_to_gguf_form(&mk->cfg, s, vals);
+            for (int64_t r = 0; r < s->ne[1]; r++)
+                ds_quantize_row(types[i], vals + r * s->ne[0], out + r * ds_dtype_row_bytes(types[i], s->ne[0]), s->ne[0]);
+            st = ds_gguf_writer_tensor_chunk(w, i, out, bytes, e);
+            ds_progress_add(&mk->progress, (uint64_t)per);
+        }
+    }
+    if (!st) st = ds_gguf_writer_finish(w, e);
+    free(vals);
+    free(out);
+    free(types);
+    ds_gguf_writer_free(w);
+    return st;
+}
+
+/* --- Hugging Face directory --- */
+
+typedef struct {
+    char name[160];
+    int spec, spec_up;   /* spec_up: the up half of a fused gate_up tensor, else -1 */
+    int expert;          /* -1: every matrix of the spec; e: expert e of a split stack */
+    ds_dtype type;
+    int n_dims;
+    int64_t shape[4];    /* PyTorch order */
+    uint64_t nbytes, begin;
+    int shard;
+} hf_entry;
+
+typedef struct {
+    hf_entry *v;
+    int n, cap;
+} hf_list;
+
+static hf_entry *hf_push(hf_list *l) {
+    if (l->n == l->cap) {
+        l->cap = l->cap ? 2 * l->cap : 256;
+        hf_entry *p = realloc(l->v, (size_t)l->cap * sizeof *p);
+        if (!p) return NULL;
+        l->v = p;
+    }
+    hf_entry *en = &l->v[l->n++];
+    memset(en, 0, sizeof *en);
+    en->spec_up = -1;
+    en->expert = -1;
+    return en;
+}
+
+static const char *hf_layer_name(const ds_model_config *c, const char *suffix, ds_hf_conversion *conv) {
+    for (int i = 0; i < DS_HF_N_LAYER_NAMES; i++)
+        if (strcmp(ds_hf_layer_gguf_name(&DS_HF_LAYER_NAMES[i], c->arch), suffix) == 0) {
+            *conv = DS_HF_LAYER_NAMES[i].conv;
+            return DS_HF_LAYER_NAMES[i].hf;
+        }
+    return NULL;
+}
+
+static int find_spec(const maker *mk, const char *name) {
+    for (int i = 0; i < mk->specs.n; i++)
+        if (strcmp(mk->specs.specs[i].name, name) == 0) return i;
+    return -1;
+}
+
+static ds_status plan_hf(maker *mk, hf_list *l, ds_dtype type, ds_err *e) {
+    const ds_model_config *c = &mk->cfg;
+    const char *prefix = (c->arch == DS_ARCH_QWEN3 || mk->o->hf_flat) ? "model." : "model.language_model.";
+    for (int i = 0; i < mk->specs.n; i++) {
+        const ds_tensor_spec *s = &mk->specs.specs[i];
+        char hf[160] = "";
+        ds_hf_conversion conv = DS_HF_PLAIN;
+        if (!strcmp(s->name, "token_embd.weight")) snprintf(hf, sizeof hf, "%sembed_tokens.weight", prefix);
+        else if (!strcmp(s->name, "output_norm.weight")) snprintf(hf, sizeof hf, "%snorm.weight", prefix), conv = DS_HF_NORM;
+        else if (!strcmp(s->name, "output.weight")) snprintf(hf, sizeof hf, "lm_head.weight");
+        else {
+            const char *suffix = strchr(s->name + 4, '.') + 1; /* after "blk.<i>." */
+            if (strstr(suffix, "ffn_up_exps") && !mk->o->split_experts) continue; /* written with the gate */
+            if (s->layer >= c->n_layer)
+                for (int j = 0; j < DS_HF_N_MTP_NAMES; j++)
+                    if (!strcmp(suffix, DS_HF_MTP_NAMES[j].gguf)) {
+                        snprintf(hf, sizeof hf, "mtp.%s", DS_HF_MTP_NAMES[j].hf);
+                        conv = DS_HF_MTP_NAMES[j].conv;
+                    }
+            if (!*hf) {
+                const char *rest = hf_layer_name(c, suffix, &conv);
+                if (s->n_dims == 3 && mk->o->split_experts) {
+                    const char *proj = strstr(suffix, "gate") ? "gate_proj" : strstr(suffix, "up") ? "up_proj" : "down_proj";
+                    for (int x = 0; x < s->ne[2]; x++) {
+                        hf_entry *en = hf_push(l);
+                        if (!en) return ds_fail(e, DS_ENOMEM, "out of memory");
+                        if (s->layer >= c->n_layer)
+                            snprintf(en->name, sizeof en->name, "mtp.layers.0.mlp.experts.%d.%s.weight", x, proj);
+                        else
+                            snprintf(en->name, sizeof en->name, "%slayers.%d.mlp.experts.%d.%s.weight", prefix, s->layer, x, proj);
+                        en->spec = i;
+                        en->expert = x;
+                        en->type = type;
+                        en->n_dims = 2;
+                        en->shape[0] = s->ne[1];
+                        en->shape[1] = s->ne[0];
+                    }
+                    continue;
+                }
+                if (!rest) return ds_fail(e, DS_EINVAL, "no Hugging Face name for tensor '%s'", s->name);
+                if (s->layer >= c->n_layer) snprintf(hf, sizeof hf, "mtp.layers.0.%s", rest);
+                else snprintf(hf, sizeof hf, "%slayers.%d.%s", prefix, s->layer, rest);
+            }
+        }
+        hf_entry *en = hf_push(l);
+        if (!en) return ds_fail(e, DS_ENOMEM, "out of memory");
+        snprintf(en->name, sizeof en->name, "%s", hf);
+        en->spec = i;
+        en->type = conv == DS_HF_ALOG ? DS_F32 : type; /* A_log stays F32, as exports keep it */
+        en->n_dims = s->n_dims;
+        for (int d = 0; d < s->n_dims; d++) en->shape[d] = s->ne[s->n_dims - 1 - d];
+        if (conv == DS_HF_CONV1D) { /* [C, 1, K] */
+            en->n_dims = 3;
+            en->shape[0] = s->ne[1];
+            en->shape[1] = 1;
+            en->shape[2] = s->ne[0];
+        } else if (conv == DS_HF_GATE_UP) { /* [E, 2I, H] */
+            char up[64];
+            snprintf(up, sizeof up, "blk.%d.ffn_up_exps.weight", s->layer);
+            en->spec_up = find_spec(mk, up);
+            en->shape[1] *= 2;
+        }
+    }
+    return DS_OK;
+}
+
+static ds_status write_file(const char *path, const char *text, ds_err *e) {
+    FILE *f = fopen(path, "wb");
+    if (!f) return ds_fail(e, DS_EIO, "%s: cannot create: %s", path, strerror(errno));
+    int bad = fputs(text, f) < 0;
+    bad |= fclose(f) != 0;
+    return bad ? ds_fail(e, DS_EIO, "%s: write failed", path) : DS_OK;
+}
+
+static ds_status write_json(const char *dir, const char *file, cJSON *root, ds_err *e) {
+    char path[4096];
+    snprintf(path, sizeof path, "%s/%s", dir, file);
+    char *text = cJSON_Print(root);
+    cJSON_Delete(root);
+    if (!text) return ds_fail(e, DS_ENOMEM, "%s: out of memory", path);
+    ds_status s = write_file(path, text, e);
+    free(text);
+    return s;
+}
+
+static ds_status write_hf_config(maker *mk, ds_err *e) {
+    const ds_model_config *c = &mk->cfg;
+    int flat = c->arch == DS_ARCH_QWEN3 || mk->o->hf_flat;
+    static const char *const arch_class[DS_ARCH_COUNT][2] = {
+        {"Qwen3ForCausalLM", "Qwen3ForCausalLM"},
+        {"Qwen3_5ForCausalLM", "Qwen3_5ForConditionalGeneration"},
+        {"Qwen3_5MoeForCausalLM", "Qwen3_5MoeForConditionalGeneration"}};
+    static const char *const text_type[DS_ARCH_COUNT] = {"qwen3", "qwen3_5_text", "qwen3_5_moe_text"};
+    static const char *const top_type[DS_ARCH_COUNT] = {"qwen3", "qwen3_5", "qwen3_5_moe"};
+    const char *dtype = !strcmp(mk->o->dtype, "f32") ? "float32" : !strcmp(mk->o->dtype, "f16") ? "float16" : "bfloat16";
+    cJSON *root = cJSON_CreateObject();
+    cJSON *arch = cJSON_AddArrayToObject(root, "architectures");
+    cJSON_AddItemToArray(arch, cJSON_CreateString(arch_class[c->arch][!flat]));
+    cJSON_AddStringToObject(root, "model_type", flat ? text_type[c->arch] : top_type[c->arch]);
+    cJSON_AddBoolToObject(root, "tie_word_embeddings", c->tied_embeddings);
+    cJSON *t = flat ? root : cJSON_AddObjectToObject(root, "text_config");
+    if (!flat) cJSON_AddStringToObject(t, "model_type", text_type[c->arch]);
+    cJSON_AddNumberToObject(t, "hidden_size", c->n_embd);
+    cJSON_AddNumberToObject(t, "num_hidden_layers", c->n_layer);
+    cJSON_AddNumberToObject(t, "num_attention_heads", c->n_head);
+    cJSON_AddNumberToObject(t, "num_key_value_heads", c->n_head_kv);
+    cJSON_AddNumberToObject(t, "head_dim", c->head_dim);
+    cJSON_AddNumberToObject(t, "vocab_size", c->n_vocab);
+    cJSON_AddNumberToObject(t, "rms_norm_eps", c->rms_eps);
+    cJSON_AddNumberToObject(t, "max_position_embeddings", c->n_ctx_train);
+    cJSON_AddStringToObject(t, "hidden_act", "silu");
+    cJSON_AddStringToObject(t, "dtype", dtype);
+    if (!flat) cJSON_AddBoolToObject(t, "tie_word_embeddings", c->tied_embeddings);
+    if (c->arch == DS_ARCH_QWEN35MOE) {
+        cJSON_AddNumberToObject(t, "num_experts", c->n_expert);
+        cJSON_AddNumberToObject(t, "num_experts_per_tok", c->n_expert_used);
+        cJSON_AddNumberToObject(t, "moe_intermediate_size", c->n_ff_exp);
+        cJSON_AddNumberToObject(t, "shared_expert_intermediate_size", c->n_ff_shexp);
+    } else {
+        cJSON_AddNumberToObject(t, "intermediate_size", c->n_ff);
+    }
+    if (c->arch == DS_ARCH_QWEN3) {
+        cJSON_AddNumberToObject(t, "rope_theta", c->rope_theta);
+    } else {
+        cJSON *types = cJSON_AddArrayToObject(t, "layer_types");
+        for (int i = 0; i < c->n_layer; i++)
+            cJSON_AddItemToArray(types, cJSON_CreateString(c->layer_full[i] ? "full_attention" : "linear_attention"));
+        cJSON_AddNumberToObject(t, "full_attention_interval", c->full_attn_interval);
+        cJSON_AddNumberToObject(t, "linear_num_key_heads", c->lin_k_heads);
+        cJSON_AddNumberToObject(t, "linear_num_value_heads", c->lin_v_heads);
+        cJSON_AddNumberToObject(t, "linear_key_head_dim", c->lin_k_dim);
+        cJSON_AddNumberToObject(t, "linear_value_head_dim", c->lin_v_dim);
+        cJSON_AddNumberToObject(t, "linear_conv_kernel_dim", c->conv_kernel);
+        cJSON_AddBoolToObject(t, "attn_output_gate", 1);
+        cJSON_AddNumberToObject(t, "mtp_num_hidden_layers", c->n_mtp);
+        cJSON_AddBoolToObject(t, "mtp_use_dedicated_embeddings", 0);
+        cJSON_AddStringToObject(t, "mamba_ssm_dtype", "float32");
+        cJSON *rope = cJSON_AddObjectToObject(t, "rope_parameters");
+        cJSON_AddStringToObject(rope, "rope_type", "default");
+        cJSON_AddNumberToObject(rope, "rope_theta", c->rope_theta);
+        cJSON_AddNumberToObject(rope, "partial_rotary_factor", (double)c->rope_dim / c->head_dim);
+        int half = c->rope_dim / 2, ts = (half * 11 + 31) / 32, hs = (half * 11) / 32;
+        int sections[3] = {ts, hs, half - ts - hs};
+        cJSON_AddItemToObject(rope, "mrope_section", cJSON_CreateIntArray(sections, 3));
+        cJSON_AddBoolToObject(rope, "mrope_interleaved", 1);
+    }
+    if (mk->vocab.eot_id >= 0) cJSON_AddNumberToObject(t, "eos_token_id", mk->vocab.eot_id);
+    if (mk->vocab.pad_id >= 0) cJSON_AddNumberToObject(t, "pad_token_id", mk->vocab.pad_id);
+    ds_status s = write_json(mk->o->out, "config.json", root, e);
+    if (s) return s;
+
+    cJSON *gen = cJSON_CreateObject();
+    int eos[2], n = 0;
+    if (mk->vocab.eos_id >= 0) eos[n++] = mk->vocab.eos_id;
+    if (mk->vocab.eot_id >= 0) eos[n++] = mk->vocab.eot_id;
+    cJSON_AddItemToObject(gen, "eos_token_id", cJSON_CreateIntArray(eos, n));
+    if (mk->vocab.pad_id >= 0) cJSON_AddNumberToObject(gen, "pad_token_id", mk->vocab.pad_id);
+    cJSON_AddBoolToObject(gen, "do_sample", 1);
+    cJSON_AddNumberToObject(gen, "temperature", 0.6);
+    cJSON_AddNumberToObject(gen, "top_p", 0.95);
+    cJSON_AddNumberToObject(gen, "top_k", 20);
+    if ((s = write_json(mk->o->out, "generation_config.json", gen, e))) return s;
+
+    cJSON *tc = cJSON_CreateObject();
+    cJSON_AddBoolToObject(tc, "add_bos_token", 0);
+    cJSON_AddBoolToObject(tc, "add_prefix_space", 0);
+    cJSON_AddNullToObject(tc, "bos_token");
+    if (mk->vocab.eos_id >= 0) cJSON_AddStringToObject(tc, "eos_token", mk->vocab.tokens[mk->vocab.eos_id]);
+    if (mk->vocab.pad_id >= 0) cJSON_AddStringToObject(tc, "pad_token", mk->vocab.tokens[mk->vocab.pad_id]);
+    cJSON_AddNullToObject(tc, "unk_token");
+    cJSON_AddNumberToObject(tc, "model_max_length", c->n_ctx_train);
+    cJSON_AddStringToObject(tc, "tokenizer_class", "Qwen2Tokenizer");
+    cJSON_AddStringToObject(tc, "chat_template", DS_DEFAULT_CHAT_TEMPLATE);
+    if ((s = write_json(mk->o->out, "tokenizer_config.json", tc, e))) return s;
+
+    char path[4096];
+    snprintf(path, sizeof path, "%s/tokenizer.json", mk->o->out);
+    if (!mk->o->tokenizer_json) return ds_vocab_write_tokenizer_json(&mk->vocab, path, e);
+    char *text; /* a given tokenizer is copied as it is: ids must not change in a round trip */
+    size_t len;
+    if ((s = ds_read_text_file(mk->o->tokenizer_json, 512u << 20, &text, &len, e))) return s;
+    s = write_file(path, text, e);
+    free(text);
+    return s;
+}
+
+static void shard_name(char *buf, size_t n, int i, int n_shards) {
+    if (n_shards == 1) snprintf(buf, n, "model.safetensors");
+    else snprintf(buf, n, "model-%05d-of-%05d.safetensors", i + 1, n_shards);
+}
+
+static ds_status write_shard(maker *mk, hf_list *l, int shard, int n_shards, ds_err *e) {
+    char file[64], path[4096];
+    shard_name(file, sizeof file, shard, n_shards);
+    snprintf(path, sizeof path, "%s/%s", mk->o->out, file);
+    cJSON *hdr = cJSON_CreateObject();
+    cJSON_AddStringToObject(cJSON_AddObjectToObject(hdr, "__metadata__"), "format", "pt");
+    for (int i = 0; i < l->n; i++) {
+        hf_entry *en = &l->v[i];
+        if (en->shard != shard) continue;
+        cJSON *t = cJSON_AddObjectToObject(hdr, en->name);
+        cJSON_AddStringToObject(t, "dtype", en->type == DS_F32 ? "F32" : en->type == DS_F16 ? "F16" : "BF16");
+        cJSON *shape = cJSON_AddArrayToObject(t, "shape");
+        for (int d = 0; d < en->n_dims; d++) cJSON_AddItemToArray(shape, cJSON_CreateNumber((double)en->shape[d]));
+        cJSON *offs = cJSON_AddArrayToObject(t, "data_offsets");
+        cJSON_AddItemToArray(offs, cJSON_CreateNumber((double)en->begin));
+        cJSON_AddItemToArray(offs, cJSON_CreateNumber((double)(en->begin + en->nbytes)));
+    }
+    char *json = cJSON_PrintUnformatted(hdr);
+    cJSON_Delete(hdr);
+    if (!json) return ds_fail(e, DS_ENOMEM, "out of memory");
+    size_t jlen = strlen(json), padded = (jlen + 7) / 8 * 8; /* data starts 8-aligned, padded with spaces */
+    FILE *f = fopen(path, "wb");
+    if (!f) {
+        free(json);
+        return ds_fail(e, DS_EIO, "%s: cannot create: %s", path, strerror(errno));
+    }
+    setvbuf(f, NULL, _IOFBF, 1 << 20);
+    uint64_t hlen = padded;
+    int bad = fwrite(&hlen, 8, 1, f) != 1 || fwrite(json, 1, jlen, f) != jlen;
+    for (size_t i = jlen; i < padded; i++) bad |= fputc(' ', f) == EOF;
+    free(json);
+    float *vals = NULL;
+    uint8_t *out = NULL;
+    size_t cap = 0;
+    for (int i = 0; i < l->n && !bad; i++) {
+        hf_entry *en = &l->v[i];
+        if (en->shard != shard) continue;
+        const ds_tensor_spec *s = &mk->specs.specs[en->spec];
+        int64_t per = s->ne[0] * s->ne[1];
+        if ((size_t)per * 4 > cap) {
+            free(vals);
+            free(out);
+            cap = (size_t)per * 4;
+            vals = malloc(cap);
+            out = malloc(cap);
+            if (!vals || !out) { bad = 2; break; }
+        }
+        size_t bytes = ds_dtype_row_bytes(en->type, per);
+        int first = en->expert >= 0 ? en->expert : 0, last = en->expert >= 0 ? en->expert + 1 : (int)s->ne[2];
+        for (int x = first; x < last && !bad; x++) {
+            for (int half = 0; half < (en->spec_up >= 0 ? 2 : 1); half++) { /* fused: gate rows, then up rows */
+                const ds_tensor_spec *src = half ? &mk->specs.specs[en->spec_up] : s;
+                ds_make_values(&mk->cfg, src, mk->o->seed, mk->o->scale, x, vals);
+                ds_quantize_row(en->type, vals, out, per);
+                bad |= fwrite(out, 1, bytes, f) != bytes;
+                ds_progress_add(&mk->progress, (uint64_t)per);
+            }
+        }
+    }
+    free(vals);
+    free(out);
+    bad |= fclose(f) != 0;
+    if (bad == 2) return ds_fail(e, DS_ENOMEM, "out of memory");
+    return bad ? ds_fail(e, DS_EIO, "%s: write failed: %s", path, strerror(errno)) : DS_OK;
+}
+
+static ds_status write_hf(maker *mk, ds_err *e) {
+    ds_dtype type;
+    if (ds_dtype_from_name(mk->o->dtype, &type) != 0 || (type != DS_F32 && type != DS_F16 && type != DS_BF16))
+        return ds_fail(e, DS_EINVAL, "--dtype %s: safetensors checkpoints hold f32, f16 or bf16", mk->o->dtype);
+    if (mkdir(mk->o->out, 0755) != 0 && errno != EEXIST)
+        return ds_fail(e, DS_EIO, "%s: cannot create directory: %s", mk->o->out, strerror(errno));
+    ds_status s = write_hf_config(mk, e);
+    if (s) return s;
+    hf_list l = {0};
+    if ((s = plan_hf(mk, &l, type, e))) { free(l.v); return s; }
+    /* assign shards in file order, then offsets within each shard */
+    int shard = 0;
+    uint64_t in_shard = 0;
+    for (int i = 0; i < l.n; i++) {
+        hf_entry *en = &l.v[i];
+        int64_t n = 1;
+        for (int d = 0; d < en->n_dims; d++) n *= en->shape[d];
+        en->nbytes = ds_dtype_row_bytes(en->type, n);
+        if (mk->o->shard_bytes && in_shard > 0 && in_shard + en->nbytes > mk->o->shard_bytes) {
+            shard++;
+            in_shard = 0;
+        }
+        en->shard = shard;
+        en->begin = in_shard;
+        in_shard += en->nbytes;
+    }
+    int n_shards = shard + 1;
+    for (int i = 0; i < n_shards && !s; i++) s = write_shard(mk, &l, i, n_shards, e);
+    if (!s && n_shards > 1) {
+        cJSON *index = cJSON_CreateObject();
+        uint64_t total = 0;
+        for (int i = 0; i < l.n; i++) total += l.v[i].nbytes;
+        cJSON_AddNumberToObject(cJSON_AddObjectToObject(index, "metadata"), "total_size", (double)total);
+        cJSON *map = cJSON_AddObjectToObject(index, "weight_map");
+        for (int i = 0; i < l.n; i++) {
+            char file[64];
+            shard_name(file, sizeof file, l.v[i].shard, n_shards);
+            cJSON_AddStringToObject(map, l.v[i].name, file);
+        }
+        s = write_json(mk->o->out, "model.safetensors.index.json", index, e);
+    }
+    free(l.v);
+    return s;
+}
+
+ds_status ds_make_model(const ds_make_options *o, ds_err *e) {
+    maker mk = {.o = o};
+    ds_status s = setup(&mk, e);
+    if (!s) {
+        ds_progress_start(&mk.progress, "make-model", mk.total_elems);
+        s = o->format == DS_FORMAT_GGUF ? write_gguf(&mk, e) : write_hf(&mk, e);
+        ds_progress_finish(&mk.progress);
+    }
+    ds_vocab_free(&mk.vocab);
+    free(mk.specs.specs);
+    return s;
+}

@@ -1,0 +1,43 @@
+/* model_make.h - writes deterministic random-weight models, real-shaped, as
+ * a GGUF file (llama.cpp's conventions) or a Hugging Face directory. The same
+ * options give the same weights in both formats: values are drawn per tensor
+ * (and per expert) from the seed and the tensor's name, in Hugging Face form,
+ * and the GGUF writer applies the converter's transformations to them. */
+#ifndef DS_MODEL_MAKE_H
+#define DS_MODEL_MAKE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "common/status.h"
+#include "loading/model_file.h"
+
+typedef struct {
+    const char *shape;          /* a ds_model_shape name */
+    int n_layers;               /* 0: the shape's own */
+    const char *dtype;          /* f32 bf16 f16 q8_0 q4_k_m */
+    ds_format format;
+    uint64_t seed;
+    float scale;                /* weight scale: matrices get std scale/sqrt(fan_in) */
+    const char *tokenizer_json; /* NULL: generate a byte-level BPE vocabulary */
+    const char *out;            /* file (GGUF) or directory (safetensors) */
+    int no_mtp;
+    int hf_flat;                /* HF: text-only ForCausalLM layout ("model." prefix, no text_config) */
+    int split_experts;          /* HF: experts as mlp.experts.<e>.<proj>.weight */
+    size_t shard_bytes;         /* HF: split into shards of about this size (0: one file) */
+} ds_make_options;
+
+ds_status ds_make_model(const ds_make_options *o, ds_err *e);
+
+/* The values make-model writes for a canonical tensor, in Hugging Face form
+ * (zero-centred norms, A_log, grouped value heads), for tests: fills
+ * ne[0]*ne[1] floats of matrix `expert` (0 for 2-D tensors). */
+void ds_make_values(const ds_model_config *cfg, const ds_tensor_spec *s, uint64_t seed, float scale, int expert,
+                    float *dst);
+/* Turns Hugging Face form into GGUF form in place (norm +1, -exp(A_log),
+ * grouped to tiled value heads) for one matrix of tensor s. */
+void ds_make_to_gguf_form(const ds_model_config *cfg, const ds_tensor_spec *s, float *data);
+/* The tensor type make-model writes to GGUF for dtype name `dtype`. */
+ds_dtype ds_make_gguf_type(const ds_model_config *cfg, const ds_tensor_spec *s, const char *dtype);
+
+#endif

@@ -1,0 +1,169 @@
+/* safetensors.c - safetensors header parsing and validation. */
+#include "loading/safetensors.h"
+
+#include <cjson/cJSON.h>
+#include <math.h>
+#include <stdlib.h>
+#include <stdio.h>
+#include <string.h>
+
+static const struct { const char *name; int bytes; int ds; ds_dtype type; } st_types[] = {
+    {"F32", 4, 1, DS_F32},  {"F16", 2, 1, DS_F16},  {"BF16", 2, 1, DS_BF16}, {"F64", 8, 0, DS_F32},
+    {"I64", 8, 0, DS_F32},  {"I32", 4, 0, DS_F32},  {"I16", 2, 0, DS_F32},   {"I8", 1, 0, DS_F32},
+    {"U8", 1, 0, DS_F32},   {"BOOL", 1, 0, DS_F32}, {"F8_E4M3", 1, 0, DS_F32}, {"F8_E5M2", 1, 0, DS_F32},
+    {"U16", 2, 0, DS_F32},  {"U32", 4, 0, DS_F32},  {"U64", 8, 0, DS_F32},
+};
+
+static int cmp_offset(const void *a, const void *b) {
+    const ds_st_tensor *x = *(const ds_st_tensor *const *)a, *y = *(const ds_st_tensor *const *)b;
+    return x->data < y->data ? -1 : x->data > y->data;
+}
+
+static int cmp_name(const void *a, const void *b) {
+    return strcmp(((const ds_st_tensor *)a)->name, ((const ds_st_tensor *)b)->name);
+}
+
+static int json_uint(const cJSON *n, uint64_t max, uint64_t *out) {
+    if (!cJSON_IsNumber(n)) return -1;
+    double d = n->valuedouble;
+    if (!(d >= 0) || d > (double)max || d != floor(d)) return -1;
+    *out = (uint64_t)d;
+    return 0;
+}
+
+static ds_status parse_entry(ds_safetensors *st, const cJSON *item, ds_st_tensor *t, const uint8_t *data,
+                             uint64_t data_size, ds_err *e) {
+    const char *path = st->path, *nm = item->string;
+    if (!cJSON_IsObject(item)) return ds_fail(e, DS_ECORRUPT, "%s: tensor '%s': header entry is not an object", path, nm);
+    const cJSON *dt = cJSON_GetObjectItemCaseSensitive(item, "dtype");
+    const cJSON *shape = cJSON_GetObjectItemCaseSensitive(item, "shape");
+    const cJSON *offs = cJSON_GetObjectItemCaseSensitive(item, "data_offsets");
+    if (!cJSON_IsString(dt)) return ds_fail(e, DS_ECORRUPT, "%s: tensor '%s': field 'dtype' is missing or not a string", path, nm);
+    if (!cJSON_IsArray(shape)) return ds_fail(e, DS_ECORRUPT, "%s: tensor '%s': field 'shape' is missing or not an array", path, nm);
+    if (!cJSON_IsArray(offs) || cJSON_GetArraySize(offs) != 2)
+        return ds_fail(e, DS_ECORRUPT, "%s: tensor '%s': field 'data_offsets' is not a pair", path, nm);
+    int esize = 0;
+    for (size_t i = 0; i < sizeof st_types / sizeof st_types[0]; i++)
+        if (strcmp(dt->valuestring, st_types[i].name) == 0) {
+            esize = st_types[i].bytes;
+            t->has_dtype = st_types[i].ds;
+            t->type = st_types[i].type;
+        }
+    if (!esize) return ds_fail(e, DS_EUNSUPPORTED, "%s: tensor '%s' has unknown dtype '%.15s'", path, nm, dt->valuestring);
+    snprintf(t->st_dtype, sizeof t->st_dtype, "%s", dt->valuestring);
+    int nd = cJSON_GetArraySize(shape);
+    if (nd > DS_ST_MAX_DIMS) return ds_fail(e, DS_ECORRUPT, "%s: tensor '%s' has %d dimensions", path, nm, nd);
+    t->n_dims = nd;
+    uint64_t n_elems = 1;
+    for (int d = 0; d < nd; d++) {
+        uint64_t v;
+        if (json_uint(cJSON_GetArrayItem(shape, d), (uint64_t)1 << 40, &v) != 0)
+            return ds_fail(e, DS_ECORRUPT, "%s: tensor '%s': shape[%d] is not a valid size", path, nm, d);
+        t->shape[d] = (int64_t)v;
+        if (v && n_elems > UINT64_MAX / 16 / v)
+            return ds_fail(e, DS_ECORRUPT, "%s: tensor '%s': shape overflows", path, nm);
+        n_elems *= v;
+    }
+    uint64_t b, en;
+    if (json_uint(cJSON_GetArrayItem(offs, 0), data_size, &b) != 0 ||
+        json_uint(cJSON_GetArrayItem(offs, 1), data_size, &en) != 0 || en < b)
+        return ds_fail(e, DS_ECORRUPT, "%s: tensor '%s': data_offsets are out of range (data section has %llu bytes)",
+                       path, nm, (unsigned long long)data_size);
+    if (en - b != n_elems * (uint64_t)esize)
+        return ds_fail(e, DS_ECORRUPT, "%s: tensor '%s': data_offsets span %llu bytes, shape and dtype need %llu",
+                       path, nm, (unsigned long long)(en - b), (unsigned long long)(n_elems * (uint64_t)esize));
+    t->data = data + b;
+    t->nbytes = (size_t)(en - b);
+    t->name = strdup(nm);
+    if (!t->name) return ds_fail(e, DS_ENOMEM, "%s: out of memory", path);
+    return DS_OK;
+}
+
+ds_status ds_safetensors_parse(ds_safetensors *st, const uint8_t *buf, size_t size, const char *name, ds_err *e) {
+    ds_mapped_file keep = st->map;
+    memset(st, 0, sizeof *st);
+    st->map = keep;
+    st->path = name;
+    if (size < 8) return ds_fail(e, DS_ECORRUPT, "%s: truncated: %zu bytes, the header length alone takes 8", name, size);
+    uint64_t hlen;
+    memcpy(&hlen, buf, 8);
+    if (hlen > size - 8 || hlen > DS_ST_MAX_HEADER)
+        return ds_fail(e, DS_ECORRUPT, "%s: header length %llu (byte 0) is larger than the file (%zu bytes) or the 100 MiB limit",
+                       name, (unsigned long long)hlen, size);
+    cJSON *root = cJSON_ParseWithLength((const char *)buf + 8, (size_t)hlen);
+    if (!root) {
+        const char *at = cJSON_GetErrorPtr();
+        long off = at ? (long)(at - (const char *)buf) : 8;
+        return ds_fail(e, DS_ECORRUPT, "%s: header is not valid JSON (near byte %ld)", name, off);
+    }
+    ds_status s = DS_OK;
+    if (!cJSON_IsObject(root)) {
+        s = ds_fail(e, DS_ECORRUPT, "%s: header is not a JSON object", name);
+        goto out;
+    }
+    int n = 0;
+    for (const cJSON *it = root->child; it; it = it->next) n += strcmp(it->string, "__metadata__") != 0;
+    st->tensors = calloc(n ? (size_t)n : 1, sizeof *st->tensors);
+    ds_st_tensor **by_offset = calloc(n ? (size_t)n : 1, sizeof *by_offset);
+    if (!st->tensors || !by_offset) {
+        free(by_offset);
+        s = ds_fail(e, DS_ENOMEM, "%s: out of memory for %d tensors", name, n);
+        goto out;
+    }
+    const uint8_t *data = buf + 8 + hlen;
+    uint64_t data_size = size - 8 - hlen;
+    for (const cJSON *it = root->child; it; it = it->next) {
+        if (strcmp(it->string, "__metadata__") == 0) continue;
+        ds_st_tensor *t = &st->tensors[st->n_tensors];
+        if ((s = parse_entry(st, it, t, data, data_size, e))) {
+            free(t->name);
+            t->name = NULL;
+            break;
+        }
+        by_offset[st->n_tensors++] = t;
+    }
+    if (!s) {
+        /* the format forbids overlapping tensors; a crafted file could alias one tensor's bytes for another */
+        qsort(by_offset, (size_t)st->n_tensors, sizeof *by_offset, cmp_offset);
+        for (int i = 1; i < st->n_tensors; i++)
+            if (by_offset[i]->data < by_offset[i - 1]->data + by_offset[i - 1]->nbytes) {
+                s = ds_fail(e, DS_ECORRUPT, "%s: tensors '%s' and '%s' overlap", name, by_offset[i - 1]->name,
+                            by_offset[i]->name);
+                break;
+            }
+    }
+    free(by_offset);
+    if (!s) {
+        /* sorted by name: lookups are binary searches and duplicates sit side by side */
+        qsort(st->tensors, (size_t)st->n_tensors, sizeof *st->tensors, cmp_name);
+        for (int i = 1; i < st->n_tensors; i++)
+            if (strcmp(st->tensors[i - 1].name, st->tensors[i].name) == 0) {
+                s = ds_fail(e, DS_ECORRUPT, "%s: tensor '%s' appears twice in the header", name, st->tensors[i].name);
+                break;
+            }
+    }
+out:
+    cJSON_Delete(root);
+    return s;
+}
+
+ds_status ds_safetensors_open(ds_safetensors *st, const char *path, ds_err *e) {
+    memset(st, 0, sizeof *st);
+    ds_status s = ds_mapped_file_open(&st->map, path, e);
+    if (s) return s;
+    s = ds_safetensors_parse(st, st->map.data ? st->map.data : (const uint8_t *)"", st->map.size, path, e);
+    if (s) ds_safetensors_close(st);
+    return s;
+}
+
+void ds_safetensors_close(ds_safetensors *st) {
+    for (int i = 0; i < st->n_tensors; i++) free(st->tensors[i].name);
+    free(st->tensors);
+    ds_mapped_file_close(&st->map);
+    memset(st, 0, sizeof *st);
+}
+
+const ds_st_tensor *ds_safetensors_find(const ds_safetensors *st, const char *name) {
+    ds_st_tensor key = {.name = (char *)name};
+    return bsearch(&key, st->tensors, (size_t)st->n_tensors, sizeof *st->tensors, cmp_name);
+}

@@ -9,7 +9,7 @@
 CC      ?= gcc
 BUILD   ?= build
 SAN     ?= 0
-PKGS    := libcjson
+PKGS    := libcjson libpcre2-8 libutf8proc
 CFLAGS_BASE := -std=c17 -D_GNU_SOURCE -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes \
                -Wno-unused-parameter -fno-strict-aliasing -g -Isrc \
                $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
@@ -42,18 +42,21 @@ deps:
 
 $(BUILD)/%.o: %.c
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) -MMD -MP -c $< -o $@
+	@echo "  CC      $<"
+	@$(CC) $(CFLAGS) -MMD -MP -c $< -o $@
 
 $(BUILD)/libdeltaserve.a: $(LIB_OBJ)
 	@rm -f $@
-	ar rcs $@ $^
+	@ar rcs $@ $^
 
 $(BIN): $(CLI_OBJ) $(BUILD)/libdeltaserve.a
-	$(CC) $(LDFLAGS) -o $@ $(CLI_OBJ) $(BUILD)/libdeltaserve.a $(LDLIBS)
+	@echo "  LINK    $@"
+	@$(CC) $(LDFLAGS) -o $@ $(CLI_OBJ) $(BUILD)/libdeltaserve.a $(LDLIBS)
 
 $(BUILD)/tests/%: tests/unit/%.c $(BUILD)/libdeltaserve.a tests/unit/testing.h
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) -Itests/unit -o $@ $< $(BUILD)/libdeltaserve.a $(LDLIBS)
+	@echo "  TEST    $<"
+	@$(CC) $(CFLAGS) -Itests/unit -o $@ $< $(BUILD)/libdeltaserve.a $(LDLIBS)
 
 tests-bin: $(BIN) $(TEST_BIN)
 

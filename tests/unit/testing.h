@@ -11,23 +11,27 @@
 static int ds_t_failed_cases, ds_t_passed_cases, ds_t_case_failed;
 static const char *ds_t_case_name;
 
-#define CHECK(cond, ...)                                                           \
+#define DS_CHECK_TEXT(ok, text, ...)                                               \
     do {                                                                           \
-        if (!(cond)) {                                                             \
+        if (!(ok)) {                                                               \
             if (!ds_t_case_failed) printf("FAIL %s: ", ds_t_case_name);            \
             else printf("     %s: ", ds_t_case_name);                              \
-            printf("%s:%d: (%s) ", __FILE__, __LINE__, #cond);                     \
+            printf("%s:%d: (%s) ", __FILE__, __LINE__, text);                      \
             printf(__VA_ARGS__);                                                   \
             printf("\n");                                                          \
             ds_t_case_failed = 1;                                                  \
         }                                                                          \
     } while (0)
 
-/* Like CHECK but leaves the test case on failure (for checks later code relies on). */
+#define CHECK(cond, ...) DS_CHECK_TEXT(cond, #cond, __VA_ARGS__)
+
+/* Like CHECK but leaves the test case on failure (for checks later code relies
+ * on). The condition is evaluated exactly once: it often has side effects. */
 #define REQUIRE(cond, ...)                                                         \
     do {                                                                           \
-        CHECK(cond, __VA_ARGS__);                                                  \
-        if (!(cond)) return;                                                       \
+        int ds_t_ok_ = (cond) ? 1 : 0;                                             \
+        DS_CHECK_TEXT(ds_t_ok_, #cond, __VA_ARGS__);                               \
+        if (!ds_t_ok_) return;                                                     \
     } while (0)
 
 static inline void ds_test_run(const char *name, void (*fn)(void)) {

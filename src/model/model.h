@@ -1,0 +1,83 @@
+/* model.h - the forward pass of Qwen3 / Qwen3.5 / Qwen3.5-MoE over a ragged batch.
+ *
+ * One call computes any mix of work for any number of sequences: a flat list
+ * of tokens, each carrying its sequence and its explicit position, and per
+ * sequence its KV page table, its DeltaNet state slot and its mode. There is
+ * no padding, no mask and no offset hidden in a cache object:
+ *
+ *   - the tokens of one sequence are contiguous in the list, with consecutive
+ *     positions; the KV pages must already hold every earlier position;
+ *   - attention at position p reads positions 0..p of its own sequence;
+ *   - the state slot holds the DeltaNet memory after position first_pos-1 and
+ *     is advanced in place to the last token of the sequence in this batch;
+ *   - VERIFY keeps, in verify_slots[j], the state after the j-th token of the
+ *     sequence in this batch, so a caller can roll back to any of them (and
+ *     truncate the KV length to match);
+ *   - a token asks for logits and/or the final hidden state (after the final
+ *     norm, the MTP head's input); outputs are packed in token order.
+ *
+ * Threads: a ds_model is used by one thread at a time (the engine loop). */
+#ifndef DS_MODEL_H
+#define DS_MODEL_H
+
+#include <stdint.h>
+
+#include "common/status.h"
+#include "loading/model_file.h"
+#include "model/cache.h"
+
+typedef enum { DS_SEQ_PREFILL = 0, DS_SEQ_DECODE, DS_SEQ_VERIFY } ds_seq_mode;
+
+typedef struct {
+    int32_t token;
+    int32_t seq;          /* index into ds_batch.seqs */
+    int32_t pos;          /* position in its sequence */
+    uint8_t want_logits;
+    uint8_t want_hidden;
+} ds_batch_token;
+
+typedef struct {
+    ds_seq_mode mode;
+    const int32_t *pages; /* KV page table; must cover every position this batch writes */
+    int32_t n_pages;
+    int32_t state_slot;   /* DeltaNet state, read and advanced in place */
+    const int32_t *verify_slots; /* VERIFY: one slot per token of the sequence in this batch */
+} ds_batch_seq;
+
+typedef struct {
+    const ds_batch_token *tokens;
+    int32_t n_tokens;
+    const ds_batch_seq *seqs;
+    int32_t n_seqs;
+    float *logits;        /* [rows wanting logits][n_vocab] */
+    float *hidden;        /* [rows wanting hidden][n_embd] */
+} ds_batch;
+
+typedef struct ds_model ds_model;
+
+typedef struct {
+    int max_batch_tokens; /* largest n_tokens a call may pass */
+    int gdn_chunk;        /* chunk length of the chunked DeltaNet prefill; 0: 64; 1: per token */
+} ds_model_params;
+
+/* Binds the tensors of an opened model file (borrowed: keep it open). */
+ds_status ds_model_new(const ds_model_file *file, const ds_model_params *params, ds_model **out, ds_err *e);
+void ds_model_free(ds_model *m);
+const ds_model_config *ds_model_cfg(const ds_model *m);
+int ds_model_n_attn_layers(const ds_model *m);  /* attention layers per KV page (MTP excluded) */
+int ds_model_n_gdn_layers(const ds_model *m);
+int ds_model_conv_dim(const ds_model *m);
+
+/* Runs the batch. Fails, naming the row, on a malformed batch (positions not
+ * consecutive, a page table too short, a slot or token out of range). */
+ds_status ds_model_forward(ds_model *m, ds_kv_pool *kv, ds_state_pool *st, const ds_batch *b, ds_err *e);
+
+/* The MTP head (spec 5.1) over a batch whose tokens are x_{t+1} at position t,
+ * with hidden_in[i] = h_t for each token (the main model's final hidden state
+ * after the final norm, or the head's own previous output when drafting more
+ * than one token). Its attention layer uses its own KV pool (one layer per
+ * page) through the sequences' page tables. Hidden outputs are the head's
+ * normed output, to feed the next draft step. */
+ds_status ds_model_mtp_forward(ds_model *m, ds_kv_pool *mtp_kv, const ds_batch *b, const float *hidden_in, ds_err *e);
+
+#endif

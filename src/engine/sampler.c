@@ -1,0 +1,145 @@
+/* sampler.c - see sampler.h. */
+#include "engine/sampler.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+void ds_sampling_defaults(ds_sampling_params *p) {
+    *p = (ds_sampling_params){.temperature = 1.0f, .top_p = 1.0f, .top_k = 0, .min_p = 0.0f,
+                              .repetition_penalty = 1.0f, .seed = 0};
+}
+
+int ds_sampler_scratch_init(ds_sampler_scratch *s, int n_vocab) {
+    s->n_vocab = n_vocab;
+    s->probs = malloc((size_t)n_vocab * sizeof *s->probs);
+    s->ids = malloc((size_t)n_vocab * sizeof *s->ids);
+    s->counts = calloc((size_t)n_vocab, sizeof *s->counts);
+    if (!s->probs || !s->ids || !s->counts) {
+        ds_sampler_scratch_free(s);
+        return -1;
+    }
+    return 0;
+}
+
+void ds_sampler_scratch_free(ds_sampler_scratch *s) {
+    free(s->probs);
+    free(s->ids);
+    free(s->counts);
+    memset(s, 0, sizeof *s);
+}
+
+static uint64_t splitmix64(uint64_t *x) {
+    uint64_t z = (*x += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+
+void ds_sampler_init(ds_sampler *s, const ds_sampling_params *p) {
+    s->p = *p;
+    s->rng = p->seed ^ 0x6A09E667F3BCC909ull;
+}
+
+double ds_sampler_uniform(ds_sampler *s) { return (double)(splitmix64(&s->rng) >> 11) * (1.0 / 9007199254740992.0); }
+
+static int by_prob_desc(const void *a, const void *b, void *probs) {
+    int32_t x = *(const int32_t *)a, y = *(const int32_t *)b;
+    float px = ((const float *)probs)[x], py = ((const float *)probs)[y];
+    if (px != py) return px > py ? -1 : 1;
+    return x < y ? -1 : x > y;
+}
+
+void ds_sampler_probs(const ds_sampler *s, const float *logits, const int32_t *history, int n_history,
+                      ds_sampler_scratch *sc) {
+    const ds_sampling_params *p = &s->p;
+    int V = sc->n_vocab;
+    float *z = sc->probs; /* logits first, probabilities in the end */
+    memcpy(z, logits, (size_t)V * sizeof *z);
+    int penalties = p->presence_penalty != 0 || p->frequency_penalty != 0 || p->repetition_penalty != 1.0f;
+    if (penalties && n_history > 0) {
+        for (int i = 0; i < n_history; i++)
+            if (history[i] >= 0 && history[i] < V) sc->counts[history[i]]++;
+        for (int i = 0; i < n_history; i++) {
+            int32_t t = history[i];
+            if (t < 0 || t >= V || sc->counts[t] == 0) continue;
+            float r = p->repetition_penalty;
+            if (r != 1.0f) z[t] = z[t] > 0 ? z[t] / r : z[t] * r;
+            z[t] -= p->presence_penalty + p->frequency_penalty * (float)sc->counts[t];
+            sc->counts[t] = 0; /* each seen token once, and the table is clean for the next call */
+        }
+    }
+    int best = 0;
+    for (int i = 1; i < V; i++)
+        if (z[i] > z[best]) best = i;
+    if (p->temperature <= 0.0f || p->top_k == 1) {
+        memset(z, 0, (size_t)V * sizeof *z);
+        z[best] = 1.0f;
+        return;
+    }
+    /* softmax over the whole vocabulary, then the truncations on the sorted head */
+    float mx = z[best], inv_t = 1.0f / p->temperature;
+    double sum = 0.0;
+    for (int i = 0; i < V; i++) sum += z[i] = expf((z[i] - mx) * inv_t);
+    for (int i = 0; i < V; i++) z[i] = (float)(z[i] / sum);
+    int truncate = p->top_k > 0 || p->top_p < 1.0f || p->min_p > 0.0f;
+    if (!truncate) return;
+    /* Sorting 10^5 entries every token is slow; tokens below 1e-12 of the best can only matter
+     * to top-p past 0.9999999, so only the rest are sorted. */
+    int n = 0;
+    float floor_p = z[best] * 1e-12f;
+    for (int i = 0; i < V; i++)
+        if (z[i] >= floor_p) sc->ids[n++] = i;
+    qsort_r(sc->ids, (size_t)n, sizeof *sc->ids, by_prob_desc, z);
+    int keep = n;
+    if (p->top_k > 0 && p->top_k < keep) keep = p->top_k;
+    if (p->min_p > 0.0f)
+        for (int i = 1; i < keep; i++)
+            if (z[sc->ids[i]] < p->min_p * z[best]) { keep = i; break; }
+    if (p->top_p < 1.0f) {
+        double cum = 0.0;
+        for (int i = 0; i < keep; i++) {
+            cum += z[sc->ids[i]];
+            if (cum >= p->top_p) { keep = i + 1; break; }
+        }
+    }
+    double kept = 0.0;
+    for (int i = 0; i < keep; i++) kept += z[sc->ids[i]];
+    for (int i = 0; i < keep; i++) sc->ids[i] = -sc->ids[i] - 1; /* mark kept */
+    for (int i = 0; i < n; i++) {
+        if (sc->ids[i] < 0) continue;
+        z[sc->ids[i]] = 0.0f;
+    }
+    for (int i = 0; i < V; i++)
+        if (z[i] < floor_p) z[i] = 0.0f;
+    for (int i = 0; i < keep; i++) {
+        int32_t t = -sc->ids[i] - 1;
+        z[t] = (float)(z[t] / kept);
+    }
+}
+
+int32_t ds_sampler_draw(ds_sampler *s, const ds_sampler_scratch *sc) {
+    double u = ds_sampler_uniform(s), cum = 0.0;
+    int last = -1;
+    for (int i = 0; i < sc->n_vocab; i++) {
+        if (sc->probs[i] <= 0.0f) continue;
+        cum += sc->probs[i];
+        last = i;
+        if (u < cum) return i;
+    }
+    return last; /* rounding left u past the total: the last token with mass */
+}
+
+int32_t ds_sampler_sample(ds_sampler *s, const float *logits, const int32_t *history, int n_history,
+                          ds_sampler_scratch *sc) {
+    ds_sampler_probs(s, logits, history, n_history, sc);
+    return ds_sampler_draw(s, sc);
+}
+
+double ds_log_softmax_at(const float *logits, int n_vocab, int32_t token) {
+    float mx = logits[0];
+    for (int i = 1; i < n_vocab; i++) mx = logits[i] > mx ? logits[i] : mx;
+    double sum = 0.0;
+    for (int i = 0; i < n_vocab; i++) sum += exp((double)logits[i] - mx);
+    return (double)logits[token] - mx - log(sum);
+}

@@ -1,0 +1,62 @@
+/* sampler.h - turning logits into the next token, per request.
+ *
+ * A sampler belongs to one request and holds its parameters and its random
+ * state, so that a seed reproduces a completion whatever else shares the
+ * batch. Sampling is split in two steps so that speculative decoding can
+ * compare distributions: ds_sampler_probs builds the final distribution
+ * (penalties, temperature, top-k, top-p, min-p applied), ds_sampler_draw
+ * draws from it. Temperature 0 means greedy (the lowest id among ties). */
+#ifndef DS_SAMPLER_H
+#define DS_SAMPLER_H
+
+#include <stdint.h>
+
+typedef struct {
+    float temperature;        /* 0: greedy */
+    float top_p;              /* 1: off */
+    int top_k;                /* 0: off */
+    float min_p;              /* 0: off; keeps tokens with p >= min_p * p_max */
+    float presence_penalty;   /* OpenAI: subtracted once from the logit of every token seen */
+    float frequency_penalty;  /* OpenAI: subtracted per occurrence */
+    float repetition_penalty; /* 1: off; divides positive logits (multiplies negative) of seen tokens */
+    uint64_t seed;
+} ds_sampling_params;
+
+void ds_sampling_defaults(ds_sampling_params *p);
+
+typedef struct {
+    ds_sampling_params p;
+    uint64_t rng;
+} ds_sampler;
+
+/* Scratch for one sampling step: probabilities and candidate lists of n_vocab
+ * entries. One is enough for any number of samplers used one after another. */
+typedef struct {
+    int n_vocab;
+    float *probs;
+    int32_t *ids;
+    int32_t *counts;
+} ds_sampler_scratch;
+
+int ds_sampler_scratch_init(ds_sampler_scratch *s, int n_vocab);
+void ds_sampler_scratch_free(ds_sampler_scratch *s);
+
+void ds_sampler_init(ds_sampler *s, const ds_sampling_params *p);
+
+/* Fills sc->probs[n_vocab] with the distribution the next token is drawn from
+ * (zeros outside the kept set). history: the tokens the penalties look at.
+ * With temperature 0 the distribution is one-hot on the argmax. */
+void ds_sampler_probs(const ds_sampler *s, const float *logits, const int32_t *history, int n_history,
+                      ds_sampler_scratch *sc);
+/* Draws a token from sc->probs, advancing the sampler's random state. */
+int32_t ds_sampler_draw(ds_sampler *s, const ds_sampler_scratch *sc);
+/* Uniform in [0, 1), advancing the random state (for rejection tests). */
+double ds_sampler_uniform(ds_sampler *s);
+/* probs + draw */
+int32_t ds_sampler_sample(ds_sampler *s, const float *logits, const int32_t *history, int n_history,
+                          ds_sampler_scratch *sc);
+
+/* log-softmax of the raw logits at `token` (for logprobs and perplexity). */
+double ds_log_softmax_at(const float *logits, int n_vocab, int32_t token);
+
+#endif

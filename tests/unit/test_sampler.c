@@ -1,0 +1,171 @@
+/* test_sampler.c - sampling parameters do what OpenAI and llama.cpp users expect. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "engine/sampler.h"
+#include "testing.h"
+
+#define V 50
+
+static void fill(float *l) {
+    for (int i = 0; i < V; i++) l[i] = (float)(i % 7) * 0.3f - (float)i * 0.01f;
+    l[13] = 3.0f; /* the argmax */
+    l[20] = 2.5f;
+    l[30] = 2.0f;
+}
+
+static void test_greedy_is_argmax(void) {
+    ds_sampler_scratch sc;
+    REQUIRE(ds_sampler_scratch_init(&sc, V) == 0, "scratch");
+    float l[V];
+    fill(l);
+    ds_sampling_params p;
+    ds_sampling_defaults(&p);
+    p.temperature = 0;
+    ds_sampler s;
+    ds_sampler_init(&s, &p);
+    for (int i = 0; i < 10; i++) CHECK(ds_sampler_sample(&s, l, NULL, 0, &sc) == 13, "greedy");
+    l[40] = 3.0f; /* a tie goes to the lower id */
+    CHECK(ds_sampler_sample(&s, l, NULL, 0, &sc) == 13, "tie");
+    p.temperature = 1.0f;
+    p.top_k = 1;
+    ds_sampler_init(&s, &p);
+    CHECK(ds_sampler_sample(&s, l, NULL, 0, &sc) == 13, "top_k 1");
+    ds_sampler_scratch_free(&sc);
+}
+
+static void test_seed_reproduces(void) {
+    ds_sampler_scratch sc;
+    REQUIRE(ds_sampler_scratch_init(&sc, V) == 0, "scratch");
+    float l[V];
+    fill(l);
+    ds_sampling_params p;
+    ds_sampling_defaults(&p);
+    p.seed = 42;
+    ds_sampler a, b, c;
+    ds_sampler_init(&a, &p);
+    ds_sampler_init(&b, &p);
+    p.seed = 43;
+    ds_sampler_init(&c, &p);
+    int same = 1, differs = 0;
+    for (int i = 0; i < 200; i++) {
+        int32_t x = ds_sampler_sample(&a, l, NULL, 0, &sc), y = ds_sampler_sample(&b, l, NULL, 0, &sc);
+        same &= x == y;
+        differs |= x != ds_sampler_sample(&c, l, NULL, 0, &sc);
+    }
+    CHECK(same, "same seed, same tokens");
+    CHECK(differs, "another seed, other tokens");
+    ds_sampler_scratch_free(&sc);
+}
+
+/* frequencies over many draws match the softmax at temperature T */
+static void test_distribution_matches_softmax(void) {
+    ds_sampler_scratch sc;
+    REQUIRE(ds_sampler_scratch_init(&sc, V) == 0, "scratch");
+    float l[V];
+    fill(l);
+    ds_sampling_params p;
+    ds_sampling_defaults(&p);
+    p.temperature = 0.7f;
+    p.seed = 1;
+    ds_sampler s;
+    ds_sampler_init(&s, &p);
+    double want[V], sum = 0;
+    for (int i = 0; i < V; i++) sum += want[i] = exp(l[i] / 0.7);
+    int counts[V] = {0}, N = 200000;
+    for (int i = 0; i < N; i++) counts[ds_sampler_sample(&s, l, NULL, 0, &sc)]++;
+    double chi2 = 0;
+    for (int i = 0; i < V; i++) {
+        double e = want[i] / sum * N;
+        chi2 += (counts[i] - e) * (counts[i] - e) / e;
+    }
+    /* 49 degrees of freedom: the 99.99th percentile is about 95 */
+    CHECK(chi2 < 95, "chi-square %.1f", chi2);
+    ds_sampler_scratch_free(&sc);
+}
+
+static void test_truncations(void) {
+    ds_sampler_scratch sc;
+    REQUIRE(ds_sampler_scratch_init(&sc, V) == 0, "scratch");
+    float l[V];
+    fill(l);
+    ds_sampling_params p;
+    ds_sampling_defaults(&p);
+    ds_sampler s;
+    p.top_k = 3;
+    ds_sampler_init(&s, &p);
+    ds_sampler_probs(&s, l, NULL, 0, &sc);
+    int nz = 0;
+    double tot = 0;
+    for (int i = 0; i < V; i++) { nz += sc.probs[i] > 0; tot += sc.probs[i]; }
+    CHECK(nz == 3 && sc.probs[13] > 0 && sc.probs[20] > 0 && sc.probs[30] > 0, "top_k 3 keeps the 3 best (%d kept)", nz);
+    CHECK(fabs(tot - 1) < 1e-5, "renormalised: %g", tot);
+    p.top_k = 0;
+    p.top_p = 0.3f; /* softmax: 13 has 0.17, 20 has 0.10, 30 has 0.06, then the rest 0.05 and less */
+    ds_sampler_init(&s, &p);
+    ds_sampler_probs(&s, l, NULL, 0, &sc);
+    double full[V], z = 0;
+    for (int i = 0; i < V; i++) z += full[i] = exp(l[i]);
+    int order[V];
+    for (int i = 0; i < V; i++) order[i] = i;
+    for (int i = 0; i < V; i++) /* selection sort, descending */
+        for (int j = i + 1; j < V; j++)
+            if (full[order[j]] > full[order[i]]) { int t = order[i]; order[i] = order[j]; order[j] = t; }
+    double cum = 0;
+    int want = 0;
+    while (cum < 0.3 * z) cum += full[order[want++]];
+    nz = 0;
+    for (int i = 0; i < V; i++) nz += sc.probs[i] > 0;
+    CHECK(nz == want, "top_p 0.3 keeps the smallest head with 30%% of the mass: %d kept, %d expected", nz, want);
+    CHECK(fabs(sc.probs[order[0]] - full[order[0]] / cum) < 1e-5, "renormalised over the head");
+    p.top_p = 1.0f;
+    p.min_p = 0.5f; /* keeps p >= 0.5 p_max: e^-0.5 = 0.61 for token 20, e^-1 = 0.37 for 30 */
+    ds_sampler_init(&s, &p);
+    ds_sampler_probs(&s, l, NULL, 0, &sc);
+    CHECK(sc.probs[13] > 0 && sc.probs[20] > 0 && sc.probs[30] == 0, "min_p");
+    ds_sampler_scratch_free(&sc);
+}
+
+static void test_penalties(void) {
+    ds_sampler_scratch sc;
+    REQUIRE(ds_sampler_scratch_init(&sc, V) == 0, "scratch");
+    float l[V];
+    fill(l);
+    ds_sampling_params p;
+    ds_sampling_defaults(&p);
+    p.temperature = 0;
+    p.presence_penalty = 0.6f; /* 13 seen once: 3.0 - 0.6 = 2.4 < 2.5 */
+    ds_sampler s;
+    ds_sampler_init(&s, &p);
+    int32_t hist[] = {13};
+    CHECK(ds_sampler_sample(&s, l, hist, 1, &sc) == 20, "presence penalty");
+    p.presence_penalty = 0;
+    p.frequency_penalty = 0.3f; /* 13 seen twice: 3.0 - 0.6 */
+    ds_sampler_init(&s, &p);
+    int32_t hist2[] = {13, 13};
+    CHECK(ds_sampler_sample(&s, l, hist2, 2, &sc) == 20, "frequency penalty");
+    CHECK(ds_sampler_sample(&s, l, hist, 1, &sc) == 13, "frequency penalty once: 2.7 > 2.5");
+    p.frequency_penalty = 0;
+    p.repetition_penalty = 1.3f; /* 3.0 / 1.3 = 2.31 */
+    ds_sampler_init(&s, &p);
+    CHECK(ds_sampler_sample(&s, l, hist, 1, &sc) == 20, "repetition penalty");
+    CHECK(ds_sampler_sample(&s, l, NULL, 0, &sc) == 13, "no history, no penalty");
+    ds_sampler_scratch_free(&sc);
+}
+
+static void test_log_softmax(void) {
+    float l[3] = {1.0f, 2.0f, 3.0f};
+    double z = log(exp(1.0) + exp(2.0) + exp(3.0));
+    CHECK(fabs(ds_log_softmax_at(l, 3, 1) - (2.0 - z)) < 1e-9, "log softmax");
+}
+
+int main(void) {
+    RUN(test_greedy_is_argmax);
+    RUN(test_seed_reproduces);
+    RUN(test_distribution_matches_softmax);
+    RUN(test_truncations);
+    RUN(test_penalties);
+    RUN(test_log_softmax);
+    return ds_test_finish();
+}

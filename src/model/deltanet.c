@@ -151,8 +151,13 @@ static void run_sequence(ds_model *m, const ds_layer *L, ds_state_pool *st, cons
         const float *beta = w->ab + (size_t)i0 * abs + h, *g = w->ab + (size_t)i0 * abs + Hv + h;
         float *o = w->o + (size_t)i0 * m->value_dim + (size_t)h * Dv;
         if (chunked) {
-            for (int r0 = 0; r0 < i1 - i0; r0 += m->params.gdn_chunk) {
-                int n = i1 - i0 - r0 < m->params.gdn_chunk ? i1 - i0 - r0 : m->params.gdn_chunk;
+            /* chunks sit on multiples of the chunk length in absolute positions, so that a prefill cut
+             * into calls at such multiples computes exactly what one call would: where a scheduler cuts
+             * a prompt must not change its outputs */
+            int pos0 = b->tokens[i0].pos, cl = m->params.gdn_chunk;
+            for (int r0 = 0, n; r0 < i1 - i0; r0 += n) {
+                n = cl - (pos0 + r0) % cl;
+                if (n > i1 - i0 - r0) n = i1 - i0 - r0;
                 delta_chunk(S, q + (size_t)r0 * C, k + (size_t)r0 * C, v + (size_t)r0 * C, (size_t)C, beta + r0 * abs,
                             g + r0 * abs, abs, n, Dk, Dv, (double *)w->chunk, o + (size_t)r0 * m->value_dim, (size_t)m->value_dim);
             }

@@ -204,6 +204,29 @@ static void test_mixed_batch_rows_equal_alone(void) {
     mixed_batch("tiny-qwen3");
 }
 
+/* Cutting a prefill into calls at multiples of the DeltaNet chunk length changes nothing, bitwise:
+ * the engine relies on it so that batching and cache hits cannot change a sequence's outputs. */
+static void test_prefill_cut_at_chunk_multiples_is_exact(void) {
+    const char *shapes[] = {"tiny", "tiny-moe"};
+    for (int k = 0; k < 2; k++) {
+        char path[512];
+        snprintf(path, sizeof path, "%s/%s", tmpdir, shapes[k]);
+        rig r;
+        REQUIRE(rig_open(&r, path, 64) == 0, "open");
+        int T = 90;
+        float *one = calloc((size_t)T * r.V, sizeof(float)), *cut = calloc((size_t)T * r.V, sizeof(float));
+        ds_state_clear(&r.st, 0);
+        REQUIRE(run_alone(&r, 0, 0, T, T, DS_SEQ_PREFILL, one) == 0, "one call");
+        ds_state_clear(&r.st, 0);
+        REQUIRE(run_alone(&r, 0, 0, 64, 64, DS_SEQ_PREFILL, cut) == 0 && run_alone(&r, 0, 64, T, T, DS_SEQ_PREFILL, cut) == 0,
+                "two calls");
+        CHECK(memcmp(one, cut, (size_t)T * r.V * sizeof(float)) == 0, "%s: logits differ", shapes[k]);
+        free(one);
+        free(cut);
+        rig_close(&r);
+    }
+}
+
 static void test_gguf_equals_safetensors(void) {
     const char *shapes[] = {"tiny", "tiny-moe"};
     for (int k = 0; k < 2; k++) {
@@ -309,6 +332,7 @@ int main(void) {
     if (!mkdtemp(tmpdir)) return 1;
     RUN(test_chunked_equals_decode);
     RUN(test_mixed_batch_rows_equal_alone);
+    RUN(test_prefill_cut_at_chunk_multiples_is_exact);
     RUN(test_gguf_equals_safetensors);
     RUN(test_bad_batches_are_refused);
     RUN(test_mtp_head);

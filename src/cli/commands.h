@@ -4,5 +4,10 @@
 
 int ds_cmd_make_model(int argc, char **argv);
 int ds_cmd_info(int argc, char **argv);
+int ds_cmd_tokenize(int argc, char **argv);
+int ds_cmd_detokenize(int argc, char **argv);
+int ds_cmd_generate(int argc, char **argv);
+int ds_cmd_perplexity(int argc, char **argv);
+int ds_cmd_logits(int argc, char **argv);
 
 #endif

@@ -11,6 +11,11 @@ static const struct {
 } COMMANDS[] = {
     {"make-model", ds_cmd_make_model, "write a deterministic random-weight model (GGUF or Hugging Face)"},
     {"info", ds_cmd_info, "describe a model file or directory"},
+    {"tokenize", ds_cmd_tokenize, "text to token ids with a model's tokenizer"},
+    {"detokenize", ds_cmd_detokenize, "token ids to text with a model's tokenizer"},
+    {"generate", ds_cmd_generate, "complete one prompt, streaming the text"},
+    {"logits", ds_cmd_logits, "raw logits and hidden states of a token list, as F32 files (for parity checks)"},
+    {"perplexity", ds_cmd_perplexity, "perplexity of a text file, as llama.cpp's llama-perplexity computes it"},
 };
 
 static void usage(FILE *f) {

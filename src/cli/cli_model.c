@@ -1,0 +1,93 @@
+/* cli_model.c - see cli_model.h. */
+#include "cli/cli_model.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#define PAGE_SIZE 64
+
+double ds_now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+int ds_cli_model_open(ds_cli_model *cm, const char *cmd, const char *path, int batch) {
+    memset(cm, 0, sizeof *cm);
+    ds_err e = {0};
+    ds_status s = ds_model_open(path, &cm->file, &e);
+    if (!s) s = ds_tokenizer_from_model(cm->file, &cm->tok, &e);
+    if (!s) {
+        cm->batch = batch;
+        ds_model_params p = {.max_batch_tokens = batch};
+        s = ds_model_new(cm->file, &p, &cm->model, &e);
+    }
+    if (s) {
+        fprintf(stderr, "deltaserve %s: %s\n", cmd, e.msg);
+        ds_cli_model_close(cm);
+        return 1;
+    }
+    return 0;
+}
+
+int ds_cli_model_reserve(ds_cli_model *cm, const char *cmd, int max_tokens) {
+    ds_err e = {0};
+    const ds_model_config *c = ds_model_config_of(cm->file);
+    if (max_tokens > c->n_ctx_train) max_tokens = c->n_ctx_train;
+    cm->max_tokens = max_tokens;
+    cm->n_pages = (cm->max_tokens + PAGE_SIZE - 1) / PAGE_SIZE;
+    size_t page_bytes = (size_t)ds_model_n_attn_layers(cm->model) * PAGE_SIZE * (size_t)c->n_head_kv *
+                        (size_t)c->head_dim * 2 * sizeof(float);
+    ds_status s = ds_kv_pool_init(&cm->kv, ds_model_n_attn_layers(cm->model), c->n_head_kv, c->head_dim, PAGE_SIZE,
+                                  page_bytes * (size_t)cm->n_pages, &e);
+    if (!s)
+        s = ds_state_pool_init(&cm->st, ds_model_n_gdn_layers(cm->model), c->conv_kernel, ds_model_conv_dim(cm->model),
+                               c->lin_v_heads, c->lin_k_dim, c->lin_v_dim, 1, &e);
+    cm->pages = calloc((size_t)cm->n_pages, sizeof *cm->pages);
+    if (!s && !cm->pages) s = ds_fail(&e, DS_ENOMEM, "out of memory");
+    for (int i = 0; cm->pages && i < cm->n_pages; i++) cm->pages[i] = i;
+    if (s) {
+        fprintf(stderr, "deltaserve %s: %s\n", cmd, e.msg);
+        return 1;
+    }
+    return 0;
+}
+
+void ds_cli_model_close(ds_cli_model *cm) {
+    ds_kv_pool_free(&cm->kv);
+    ds_state_pool_free(&cm->st);
+    free(cm->pages);
+    ds_model_free(cm->model);
+    ds_tokenizer_free(cm->tok);
+    ds_model_close(cm->file);
+    memset(cm, 0, sizeof *cm);
+}
+
+void ds_cli_model_reset(ds_cli_model *cm) {
+    if (cm->st.n_slots) ds_state_clear(&cm->st, 0);
+}
+
+ds_status ds_cli_model_run(ds_cli_model *cm, const int32_t *tokens, int n, int pos, int all_logits, float *logits,
+                           ds_err *e) {
+    if (pos + n > cm->max_tokens)
+        return ds_fail(e, DS_EINVAL, "%d tokens do not fit in a context of %d", pos + n, cm->max_tokens);
+    int V = ds_model_cfg(cm->model)->n_vocab;
+    ds_batch_token *bt = malloc((size_t)cm->batch * sizeof *bt);
+    if (!bt) return ds_fail(e, DS_ENOMEM, "out of memory");
+    ds_batch_seq seq = {.mode = n == 1 ? DS_SEQ_DECODE : DS_SEQ_PREFILL, .pages = cm->pages, .n_pages = cm->n_pages,
+                        .state_slot = 0};
+    ds_status s = DS_OK;
+    for (int i0 = 0; i0 < n && !s; i0 += cm->batch) {
+        int m = n - i0 < cm->batch ? n - i0 : cm->batch;
+        for (int i = 0; i < m; i++)
+            bt[i] = (ds_batch_token){.token = tokens[i0 + i], .seq = 0, .pos = pos + i0 + i,
+                                     .want_logits = (uint8_t)(all_logits || i0 + i == n - 1)};
+        ds_batch b = {.tokens = bt, .n_tokens = m, .seqs = &seq, .n_seqs = 1,
+                      .logits = all_logits ? logits + (size_t)i0 * V : logits};
+        s = ds_model_forward(cm->model, &cm->kv, &cm->st, &b, e);
+    }
+    free(bt);
+    return s;
+}

@@ -1,0 +1,40 @@
+/* cli_model.h - what the one-sequence commands (generate, perplexity) share:
+ * a model file with its tokenizer, the forward pass, and caches sized for one
+ * sequence of a given length. */
+#ifndef DS_CLI_MODEL_H
+#define DS_CLI_MODEL_H
+
+#include "loading/model_file.h"
+#include "model/model.h"
+#include "tokenizer/tokenizer.h"
+
+typedef struct {
+    ds_model_file *file;
+    ds_tokenizer *tok;
+    ds_model *model;
+    ds_kv_pool kv;
+    ds_state_pool st;
+    int32_t *pages;        /* the sequence's page table: 0, 1, 2, ... */
+    int n_pages;
+    int max_tokens;        /* positions the caches hold */
+    int batch;             /* tokens per forward call */
+} ds_cli_model;
+
+/* Loads the model and its tokenizer; prints the loader's (or tokenizer's)
+ * error and returns non-zero on failure. */
+int ds_cli_model_open(ds_cli_model *cm, const char *cmd, const char *path, int batch);
+/* Sizes the caches for one sequence of max_tokens positions (capped at the
+ * trained context); prints the error and returns non-zero on failure. */
+int ds_cli_model_reserve(ds_cli_model *cm, const char *cmd, int max_tokens);
+void ds_cli_model_close(ds_cli_model *cm);
+/* Forgets the sequence: the next run starts at position 0. */
+void ds_cli_model_reset(ds_cli_model *cm);
+/* Runs tokens at positions [pos, pos+n) in calls of cm->batch tokens; logits of
+ * every position into logits[n][V] when all_logits, else of the last one only
+ * into logits[V]. */
+ds_status ds_cli_model_run(ds_cli_model *cm, const int32_t *tokens, int n, int pos, int all_logits, float *logits,
+                           ds_err *e);
+
+double ds_now(void);
+
+#endif

@@ -1,0 +1,134 @@
+/* cmd_generate.c - `deltaserve generate`: one prompt, streamed completion,
+ * then a line with prompt and decode speed. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli/args.h"
+#include "cli/cli_model.h"
+#include "cli/commands.h"
+#include "engine/sampler.h"
+#include "tokenizer/stream_decoder.h"
+
+static void usage(FILE *f) {
+    fprintf(f, "usage: deltaserve generate -m PATH -p TEXT [-n N] [--temp T] [--top-p P] [--top-k K] [--seed S]\n"
+               "  -m PATH       GGUF file or Hugging Face directory\n"
+               "  -p TEXT       the prompt (used as is: no chat template)\n"
+               "  -n N          tokens to generate (default 64); stops early at an end-of-sequence token\n"
+               "  --temp T      temperature (default 0.8; 0 = greedy)\n"
+               "  --top-p P     nucleus sampling (default 0.95)\n"
+               "  --top-k K     keep the K most likely tokens (default 40; 0 = off)\n"
+               "  --seed S      random seed (default 0)\n");
+}
+
+int ds_cmd_generate(int argc, char **argv) {
+    const char *path = NULL, *prompt = NULL;
+    long n_gen = 64;
+    ds_sampling_params sp;
+    ds_sampling_defaults(&sp);
+    sp.temperature = 0.8f;
+    sp.top_p = 0.95f;
+    sp.top_k = 40;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *v;
+        double x;
+        long n;
+        if (!strcmp(a, "--help") || !strcmp(a, "-h")) { usage(stdout); return 0; }
+        if (!(v = ds_arg_value(argc, argv, &i))) return 2;
+        if (!strcmp(a, "-m") || !strcmp(a, "--model")) path = v;
+        else if (!strcmp(a, "-p") || !strcmp(a, "--prompt")) prompt = v;
+        else if (!strcmp(a, "-n")) { if (ds_arg_int(a, v, 0, 1 << 20, &n_gen)) return 2; }
+        else if (!strcmp(a, "--temp")) { if (ds_arg_float(a, v, 0, 100, &x)) return 2; sp.temperature = (float)x; }
+        else if (!strcmp(a, "--top-p")) { if (ds_arg_float(a, v, 0, 1, &x)) return 2; sp.top_p = (float)x; }
+        else if (!strcmp(a, "--top-k")) { if (ds_arg_int(a, v, 0, 1 << 24, &n)) return 2; sp.top_k = (int)n; }
+        else if (!strcmp(a, "--seed")) { if (ds_arg_u64(a, v, &sp.seed)) return 2; }
+        else { fprintf(stderr, "deltaserve generate: unknown option '%s'\n", a); usage(stderr); return 2; }
+    }
+    if (!path || !prompt) {
+        fprintf(stderr, "deltaserve generate: -m PATH and -p TEXT are required\n");
+        usage(stderr);
+        return 2;
+    }
+    ds_err e = {0};
+    ds_tokens toks = {0};
+    ds_cli_model cm;
+    if (ds_cli_model_open(&cm, "generate", path, 256)) return 1;
+    if (ds_tokenizer_encode(cm.tok, prompt, strlen(prompt), 1, &toks, &e) != DS_OK) {
+        fprintf(stderr, "deltaserve generate: %s\n", e.msg);
+        free(toks.ids);
+        ds_cli_model_close(&cm);
+        return 1;
+    }
+    if (toks.n == 0 || ds_cli_model_reserve(&cm, "generate", (int)toks.n + (int)n_gen + 1)) {
+        if (toks.n == 0) fprintf(stderr, "deltaserve generate: the prompt encodes to no tokens\n");
+        free(toks.ids);
+        ds_cli_model_close(&cm);
+        return toks.n == 0 ? 2 : 1;
+    }
+    if ((int)toks.n >= cm.max_tokens) {
+        fprintf(stderr, "deltaserve generate: the prompt has %zu tokens, the model's context is %d\n", toks.n,
+                cm.max_tokens);
+        free(toks.ids);
+        ds_cli_model_close(&cm);
+        return 1;
+    }
+    if (n_gen > cm.max_tokens - (long)toks.n) n_gen = cm.max_tokens - (long)toks.n;
+    const ds_model_config *c = ds_model_cfg(cm.model);
+    int V = c->n_vocab;
+    float *logits = malloc((size_t)V * sizeof *logits);
+    int32_t *hist = malloc(((size_t)toks.n + (size_t)n_gen + 1) * sizeof *hist);
+    ds_sampler_scratch sc = {0};
+    ds_stream_decoder dec = {0};
+    int rc = 1;
+    if (!logits || !hist || ds_sampler_scratch_init(&sc, V) != 0 ||
+        ds_stream_decoder_init(&dec, cm.tok, 1, &e) != DS_OK) {
+        fprintf(stderr, "deltaserve generate: out of memory\n");
+        goto out;
+    }
+    memcpy(hist, toks.ids, toks.n * sizeof *hist);
+    int n_hist = (int)toks.n;
+    double t0 = ds_now();
+    if (ds_cli_model_run(&cm, toks.ids, (int)toks.n, 0, 0, logits, &e) != DS_OK) {
+        fprintf(stderr, "deltaserve generate: %s\n", e.msg);
+        goto out;
+    }
+    double t1 = ds_now();
+    ds_sampler smp;
+    ds_sampler_init(&smp, &sp);
+    fputs(prompt, stdout);
+    int produced = 0;
+    const char *text;
+    size_t len;
+    for (; produced < n_gen; produced++) {
+        int32_t next = ds_sampler_sample(&smp, logits, hist + toks.n, n_hist - (int)toks.n, &sc);
+        int stop = 0;
+        for (int k = 0; k < c->n_eos; k++) stop |= next == c->eos_ids[k];
+        if (stop) break;
+        hist[n_hist++] = next;
+        if (ds_stream_decoder_push(&dec, next, &text, &len, &e) != DS_OK) {
+            fprintf(stderr, "\ndeltaserve generate: %s\n", e.msg);
+            goto out;
+        }
+        fwrite(text, 1, len, stdout);
+        fflush(stdout);
+        if (produced + 1 < n_gen && ds_cli_model_run(&cm, &next, 1, n_hist - 1, 0, logits, &e) != DS_OK) {
+            fprintf(stderr, "\ndeltaserve generate: %s\n", e.msg);
+            goto out;
+        }
+    }
+    ds_stream_decoder_flush(&dec, &text, &len);
+    fwrite(text, 1, len, stdout);
+    double t2 = ds_now();
+    printf("\n");
+    fprintf(stderr, "prompt: %zu tokens, %.1f tokens/s | decode: %d tokens, %.1f tokens/s\n", toks.n,
+            (double)toks.n / (t1 - t0), produced, produced ? (double)produced / (t2 - t1) : 0.0);
+    rc = 0;
+out:
+    ds_stream_decoder_free(&dec);
+    ds_sampler_scratch_free(&sc);
+    free(logits);
+    free(hist);
+    free(toks.ids);
+    ds_cli_model_close(&cm);
+    return rc;
+}

@@ -1,0 +1,671 @@
+/* engine.c - the continuous batching scheduler (see engine.h).
+ *
+ * DESIGN NOTES
+ * Request states and who moves them:
+ *
+ *   submit --> INBOX --(step: drain_inbox)--> WAITING --(admit)--> RUNNING --(finish)--> gone
+ *                                                ^                    |
+ *                                                +----(preempt)-------+
+ *   abort marks a request; the next step releases it wherever it is.
+ *
+ * Invariants:
+ *   1. A running request holds one state slot and the pages covering its
+ *      computed positions; a waiting request holds nothing.
+ *   2. tokens[0..n_tokens) is the prompt followed by the generated tokens;
+ *      positions [0, n_computed) have their KV and DeltaNet state computed.
+ *      Preemption resets n_computed to 0 and keeps the tokens.
+ *   3. A step runs at most step_tokens tokens; a decode (n_tokens - n_computed
+ *      == 1) always gets its token before any prefill does.
+ *   4. Prefill of a request is cut only at its own fixed cut points, so its
+ *      outputs do not depend on what else is in the step.
+ * Memory: every table is sized at creation except each request's own token
+ * and page arrays, sized once at submission from its prompt and max_tokens. */
+#include "engine/engine.h"
+
+#include <math.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "engine/id_pool.h"
+#include "engine/prefix_cache.h"
+
+typedef struct req {
+    uint64_t id;
+    ds_request_params p;
+    int32_t *prompt_copy, *stop_copy;
+    ds_sampler sampler;
+    int32_t *tokens;            /* prompt + generated: [cap_tokens] */
+    int n_tokens, cap_tokens;
+    int n_prompt, n_generated, n_computed, n_cached;
+    int32_t *pages;             /* page table: [cap_pages] */
+    int n_pages, cap_pages;
+    int slot;                   /* state slot, -1 while waiting */
+    int running_index;
+    int64_t scheduled_step;     /* the step that last gave it rows */
+    int aborted, fault;
+    struct req *next;           /* inbox / waiting list */
+} req;
+
+struct ds_engine {
+    ds_model *model;
+    const ds_model_config *cfg;
+    ds_engine_params p;
+    ds_kv_pool kv;
+    ds_state_pool st;
+    ds_id_pool pages, slots, ckpts;
+    ds_prefix_cache *cache;
+    int hybrid;                 /* the model has DeltaNet layers */
+    int max_seq;                /* positions one sequence may use */
+    req **running;
+    int n_running;
+    req *waiting_head, *waiting_tail;
+    int n_waiting;
+    /* per-step tables, sized once */
+    ds_batch_token *rows;
+    ds_batch_seq *seqs;
+    req **seq_req;
+    int *seq_first_row, *seq_n_rows;
+    float *logits;
+    ds_sampler_scratch scratch;
+    int32_t *lookup_pages;
+    /* shared with other threads */
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    req *inbox_head, *inbox_tail;
+    int n_inbox;
+    uint64_t *abort_ids, *fault_ids;
+    int n_abort, n_fault, cap_ids;
+    uint64_t next_id;
+    int stop;
+    int64_t step_no;            /* steps begun */
+    ds_engine_stats stats;      /* guarded by mu when read from outside */
+};
+
+void ds_engine_defaults(ds_engine_params *p) {
+    *p = (ds_engine_params){.kv_bytes = (size_t)256 << 20, .state_bytes = (size_t)256 << 20,
+                            .cache_state_bytes = (size_t)256 << 20, .page_size = 16, .max_running = 64,
+                            .step_tokens = 512, .prefill_chunk = 256, .checkpoint_interval = 512,
+                            .prefix_cache = 1, .max_queue = 0};
+}
+
+/* --- set-up --- */
+
+ds_status ds_engine_new(ds_model *model, const ds_engine_params *params, ds_engine **out, ds_err *e) {
+    *out = NULL;
+    ds_engine_params p = *params;
+    if (p.page_size <= 0 || 64 % p.page_size != 0)
+        return ds_fail(e, DS_EINVAL, "engine: page size %d does not divide 64", p.page_size);
+    if (p.prefill_chunk <= 0 || p.prefill_chunk % 64 || p.checkpoint_interval < 0 || p.checkpoint_interval % 64)
+        return ds_fail(e, DS_EINVAL, "engine: prefill chunk (%d) and checkpoint interval (%d) must be multiples of 64",
+                       p.prefill_chunk, p.checkpoint_interval);
+    if (p.step_tokens < p.prefill_chunk) p.step_tokens = p.prefill_chunk;
+    if (p.max_running < 1) p.max_running = 1;
+    ds_engine *g = calloc(1, sizeof *g);
+    if (!g) return ds_fail(e, DS_ENOMEM, "engine: out of memory");
+    g->model = model;
+    g->cfg = ds_model_cfg(model);
+    g->p = p;
+    g->hybrid = ds_model_n_gdn_layers(model) > 0;
+    g->next_id = 1;
+    pthread_mutex_init(&g->mu, NULL);
+    pthread_cond_init(&g->cv, NULL);
+    const ds_model_config *c = g->cfg;
+    ds_status s = ds_kv_pool_init(&g->kv, ds_model_n_attn_layers(model) ? ds_model_n_attn_layers(model) : 1,
+                                  c->n_head_kv, c->head_dim, p.page_size, p.kv_bytes, e);
+    size_t slot_bytes = 0;
+    int n_slots = p.max_running, n_ckpt = 0;
+    if (!s && g->hybrid) {
+        ds_state_pool probe;
+        if ((s = ds_state_pool_init(&probe, ds_model_n_gdn_layers(model), c->conv_kernel, ds_model_conv_dim(model),
+                                    c->lin_v_heads, c->lin_k_dim, c->lin_v_dim, 1, e)) == DS_OK) {
+            slot_bytes = probe.slot_floats * sizeof(float);
+            ds_state_pool_free(&probe);
+            n_slots = (int)(p.state_bytes / slot_bytes);
+            n_ckpt = p.prefix_cache ? (int)(p.cache_state_bytes / slot_bytes) : 0;
+            if (n_slots < 1)
+                s = ds_fail(e, DS_ENOMEM, "engine: a state budget of %zu bytes does not hold one sequence (%zu bytes)",
+                            p.state_bytes, slot_bytes);
+            if (n_slots > p.max_running) n_slots = p.max_running;
+            /* decode-time boundary checkpoints need one per running sequence on top of the cache's */
+            if (!s) s = ds_state_pool_init(&g->st, ds_model_n_gdn_layers(model), c->conv_kernel,
+                                           ds_model_conv_dim(model), c->lin_v_heads, c->lin_k_dim, c->lin_v_dim,
+                                           n_slots + n_ckpt, e);
+        }
+    }
+    if (!s && g->hybrid && n_slots < p.max_running) g->p.max_running = p.max_running = n_slots;
+    if (!s && (ds_id_pool_init(&g->pages, 0, g->kv.n_pages) || ds_id_pool_init(&g->slots, 0, n_slots) ||
+               ds_id_pool_init(&g->ckpts, n_slots, n_ckpt)))
+        s = ds_fail(e, DS_ENOMEM, "engine: out of memory");
+    g->max_seq = g->kv.n_pages * p.page_size;
+    if (g->max_seq > c->n_ctx_train) g->max_seq = c->n_ctx_train;
+    if (!s && p.prefix_cache) {
+        g->cache = ds_prefix_cache_new(p.page_size, g->kv.n_pages, &g->pages, &g->ckpts, g->hybrid);
+        if (!g->cache) s = ds_fail(e, DS_ENOMEM, "engine: out of memory for the prefix cache");
+    }
+    int n_rows = p.step_tokens + p.max_running;
+    g->running = calloc((size_t)p.max_running, sizeof *g->running);
+    g->rows = calloc((size_t)n_rows, sizeof *g->rows);
+    g->seqs = calloc((size_t)p.max_running, sizeof *g->seqs);
+    g->seq_req = calloc((size_t)p.max_running, sizeof *g->seq_req);
+    g->seq_first_row = calloc((size_t)p.max_running, sizeof *g->seq_first_row);
+    g->seq_n_rows = calloc((size_t)p.max_running, sizeof *g->seq_n_rows);
+    g->logits = malloc((size_t)p.max_running * (size_t)c->n_vocab * sizeof *g->logits);
+    g->lookup_pages = malloc(((size_t)g->max_seq / (size_t)p.page_size + 1) * sizeof *g->lookup_pages);
+    if (!s && (!g->running || !g->rows || !g->seqs || !g->seq_req || !g->seq_first_row || !g->seq_n_rows ||
+               !g->logits || !g->lookup_pages || ds_sampler_scratch_init(&g->scratch, c->n_vocab)))
+        s = ds_fail(e, DS_ENOMEM, "engine: out of memory for step tables");
+    g->cap_ids = 1024;
+    g->abort_ids = malloc((size_t)g->cap_ids * sizeof *g->abort_ids);
+    g->fault_ids = malloc((size_t)g->cap_ids * sizeof *g->fault_ids);
+    if (!s && (!g->abort_ids || !g->fault_ids)) s = ds_fail(e, DS_ENOMEM, "engine: out of memory");
+    g->stats.kv_pages_total = g->kv.n_pages;
+    g->stats.state_slots_total = n_slots;
+    g->stats.checkpoint_slots_total = n_ckpt;
+    if (s) {
+        ds_engine_free(g);
+        return s;
+    }
+    *out = g;
+    return DS_OK;
+}
+
+static void req_free(req *r) {
+    if (!r) return;
+    free(r->prompt_copy);
+    free(r->stop_copy);
+    free(r->tokens);
+    free(r->pages);
+    free(r);
+}
+
+void ds_engine_free(ds_engine *g) {
+    if (!g) return;
+    for (int i = 0; i < g->n_running; i++) req_free(g->running[i]);
+    for (req *r = g->waiting_head, *nx; r; r = nx) { nx = r->next; req_free(r); }
+    for (req *r = g->inbox_head, *nx; r; r = nx) { nx = r->next; req_free(r); }
+    ds_prefix_cache_free(g->cache);
+    ds_kv_pool_free(&g->kv);
+    ds_state_pool_free(&g->st);
+    ds_id_pool_free(&g->pages);
+    ds_id_pool_free(&g->slots);
+    ds_id_pool_free(&g->ckpts);
+    free(g->running);
+    free(g->rows);
+    free(g->seqs);
+    free(g->seq_req);
+    free(g->seq_first_row);
+    free(g->seq_n_rows);
+    free(g->logits);
+    free(g->lookup_pages);
+    free(g->abort_ids);
+    free(g->fault_ids);
+    ds_sampler_scratch_free(&g->scratch);
+    pthread_mutex_destroy(&g->mu);
+    pthread_cond_destroy(&g->cv);
+    free(g);
+}
+
+/* --- any thread --- */
+
+uint64_t ds_engine_submit(ds_engine *g, const ds_request_params *rp, ds_err *e) {
+    if (rp->n_prompt < 1) { ds_fail(e, DS_EINVAL, "the prompt is empty"); return 0; }
+    if (rp->max_tokens < 1) { ds_fail(e, DS_EINVAL, "max_tokens must be at least 1"); return 0; }
+    if ((int64_t)rp->n_prompt + rp->max_tokens > g->max_seq) {
+        ds_fail(e, DS_EINVAL, "prompt (%d tokens) + max_tokens (%d) exceeds the context of %d tokens", rp->n_prompt,
+                rp->max_tokens, g->max_seq);
+        return 0;
+    }
+    if (rp->n_top_logprobs < 0 || rp->n_top_logprobs > DS_MAX_TOP_LOGPROBS) {
+        ds_fail(e, DS_EINVAL, "top logprobs must be 0..%d", DS_MAX_TOP_LOGPROBS);
+        return 0;
+    }
+    for (int i = 0; i < rp->n_prompt; i++)
+        if (rp->prompt[i] < 0 || rp->prompt[i] >= g->cfg->n_vocab) {
+            ds_fail(e, DS_EINVAL, "prompt token %d at index %d is outside the vocabulary", rp->prompt[i], i);
+            return 0;
+        }
+    req *r = calloc(1, sizeof *r);
+    if (!r) { ds_fail(e, DS_ENOMEM, "out of memory"); return 0; }
+    r->p = *rp;
+    r->cap_tokens = rp->n_prompt + rp->max_tokens;
+    r->cap_pages = (r->cap_tokens + g->p.page_size - 1) / g->p.page_size;
+    r->tokens = malloc((size_t)r->cap_tokens * sizeof *r->tokens);
+    r->pages = malloc((size_t)r->cap_pages * sizeof *r->pages);
+    r->stop_copy = malloc((size_t)(rp->n_stop_ids + 1) * sizeof *r->stop_copy);
+    if (!r->tokens || !r->pages || !r->stop_copy) {
+        req_free(r);
+        ds_fail(e, DS_ENOMEM, "out of memory");
+        return 0;
+    }
+    memcpy(r->tokens, rp->prompt, (size_t)rp->n_prompt * sizeof *r->tokens);
+    if (rp->n_stop_ids) memcpy(r->stop_copy, rp->stop_ids, (size_t)rp->n_stop_ids * sizeof *r->stop_copy);
+    r->p.prompt = NULL;
+    r->p.stop_ids = r->stop_copy;
+    r->n_tokens = r->n_prompt = rp->n_prompt;
+    r->slot = -1;
+    ds_sampler_init(&r->sampler, &rp->sampling);
+    pthread_mutex_lock(&g->mu);
+    if (g->p.max_queue > 0 && g->n_inbox + g->stats.waiting >= g->p.max_queue) {
+        pthread_mutex_unlock(&g->mu);
+        req_free(r);
+        ds_fail(e, DS_ENOMEM, "the queue is full (%d requests waiting)", g->p.max_queue);
+        return 0;
+    }
+    r->id = g->next_id++;
+    if (g->inbox_tail) g->inbox_tail->next = r;
+    else g->inbox_head = r;
+    g->inbox_tail = r;
+    g->n_inbox++;
+    g->stats.started++;
+    pthread_cond_signal(&g->cv);
+    pthread_mutex_unlock(&g->mu);
+    return r->id;
+}
+
+static void push_id(ds_engine *g, uint64_t **ids, int *n, uint64_t id) {
+    pthread_mutex_lock(&g->mu);
+    if (*n < g->cap_ids) (*ids)[(*n)++] = id; /* a full list drops the request: it is retried next call */
+    pthread_cond_signal(&g->cv);
+    pthread_mutex_unlock(&g->mu);
+}
+
+void ds_engine_abort(ds_engine *g, uint64_t id) { push_id(g, &g->abort_ids, &g->n_abort, id); }
+void ds_engine_inject_fault(ds_engine *g, uint64_t id) { push_id(g, &g->fault_ids, &g->n_fault, id); }
+
+void ds_engine_stop(ds_engine *g) {
+    pthread_mutex_lock(&g->mu);
+    g->stop = 1;
+    pthread_cond_broadcast(&g->cv);
+    pthread_mutex_unlock(&g->mu);
+}
+
+void ds_engine_stats_get(ds_engine *g, ds_engine_stats *st) {
+    pthread_mutex_lock(&g->mu);
+    *st = g->stats;
+    st->waiting += g->n_inbox;
+    pthread_mutex_unlock(&g->mu);
+}
+
+/* --- engine thread --- */
+
+static void release_memory(ds_engine *g, req *r) {
+    for (int i = 0; i < r->n_pages; i++) ds_id_unref(&g->pages, r->pages[i]);
+    r->n_pages = 0;
+    if (r->slot >= 0) ds_id_unref(&g->slots, r->slot);
+    r->slot = -1;
+}
+
+static void remove_running(ds_engine *g, req *r) {
+    int i = r->running_index;
+    g->running[i] = g->running[--g->n_running];
+    g->running[i]->running_index = i;
+}
+
+static void emit_finish(ds_engine *g, req *r, ds_finish reason, const char *error) {
+    ds_event ev = {.id = r->id, .finished = 1, .reason = reason, .error = error, .n_prompt = r->n_prompt,
+                   .n_cached = r->n_cached, .n_generated = r->n_generated};
+    if (r->p.on_event) r->p.on_event(&ev, r->p.user);
+    pthread_mutex_lock(&g->mu);
+    if (reason == DS_FINISH_ABORT) g->stats.aborted++;
+    else if (reason == DS_FINISH_ERROR) g->stats.failed++;
+    else g->stats.finished++;
+    pthread_mutex_unlock(&g->mu);
+}
+
+/* Leaves the full pages of a finished request's prompt to the cache. Only
+ * prompt positions are offered: they were computed by prefill, as a later
+ * prompt that repeats them would compute them, so a hit changes nothing. */
+static void offer_to_cache(ds_engine *g, req *r) {
+    int upto = r->n_computed < r->n_prompt ? r->n_computed : r->n_prompt;
+    if (g->cache && upto >= g->p.page_size) ds_prefix_insert(g->cache, r->tokens, upto / g->p.page_size, r->pages, -1, 0);
+}
+
+static void finish(ds_engine *g, req *r, ds_finish reason, const char *error) {
+    if (reason == DS_FINISH_STOP || reason == DS_FINISH_LENGTH) offer_to_cache(g, r);
+    release_memory(g, r);
+    remove_running(g, r);
+    emit_finish(g, r, reason, error);
+    req_free(r);
+}
+
+static int in_list(const uint64_t *ids, int n, uint64_t id) {
+    for (int i = 0; i < n; i++)
+        if (ids[i] == id) return 1;
+    return 0;
+}
+
+static void drain_inbox(ds_engine *g) {
+    uint64_t aborts[1024], faults[1024];
+    pthread_mutex_lock(&g->mu);
+    req *in = g->inbox_head;
+    g->inbox_head = g->inbox_tail = NULL;
+    g->n_inbox = 0;
+    int n_abort = g->n_abort, n_fault = g->n_fault;
+    memcpy(aborts, g->abort_ids, (size_t)n_abort * sizeof *aborts);
+    memcpy(faults, g->fault_ids, (size_t)n_fault * sizeof *faults);
+    g->n_abort = g->n_fault = 0;
+    pthread_mutex_unlock(&g->mu);
+    for (req *r = in, *nx; r; r = nx) {
+        nx = r->next;
+        r->next = NULL;
+        if (g->waiting_tail) g->waiting_tail->next = r;
+        else g->waiting_head = r;
+        g->waiting_tail = r;
+        g->n_waiting++;
+    }
+    /* an id not found is finished already, or will be found next step if still in flight */
+    for (req *r = g->waiting_head; r; r = r->next) {
+        if (in_list(aborts, n_abort, r->id)) r->aborted = 1;
+        if (in_list(faults, n_fault, r->id)) r->fault = 1;
+    }
+    for (int i = 0; i < g->n_running; i++) {
+        if (in_list(aborts, n_abort, g->running[i]->id)) g->running[i]->aborted = 1;
+        if (in_list(faults, n_fault, g->running[i]->id)) g->running[i]->fault = 1;
+    }
+}
+
+static void handle_aborts(ds_engine *g) {
+    for (req **link = &g->waiting_head, *r; (r = *link);) {
+        if (!r->aborted) {
+            link = &r->next;
+            continue;
+        }
+        *link = r->next;
+        if (g->waiting_tail == r) {
+            g->waiting_tail = NULL;
+            for (req *t = g->waiting_head; t; t = t->next) g->waiting_tail = t;
+        }
+        g->n_waiting--;
+        emit_finish(g, r, DS_FINISH_ABORT, NULL);
+        req_free(r);
+    }
+    for (int i = 0; i < g->n_running;) {
+        req *r = g->running[i];
+        if (r->aborted) finish(g, r, DS_FINISH_ABORT, NULL);
+        else i++;
+    }
+}
+
+static int get_page(ds_engine *g) {
+    int id = ds_id_get(&g->pages);
+    while (id < 0 && g->cache && ds_prefix_evict_page(g->cache)) id = ds_id_get(&g->pages);
+    return id;
+}
+
+static int get_ckpt(ds_engine *g) {
+    int id = ds_id_get(&g->ckpts);
+    while (id < 0 && g->cache && ds_prefix_evict_checkpoint(g->cache)) id = ds_id_get(&g->ckpts);
+    return id;
+}
+
+/* Puts a running request back at the head of the queue, keeping its tokens. */
+static void preempt(ds_engine *g, req *r) {
+    release_memory(g, r);
+    remove_running(g, r);
+    r->n_computed = 0;
+    r->next = g->waiting_head;
+    g->waiting_head = r;
+    if (!g->waiting_tail) g->waiting_tail = r;
+    g->n_waiting++;
+    g->stats.preemptions++;
+}
+
+static int admit(ds_engine *g) {
+    int admitted = 0;
+    while (g->waiting_head && g->n_running < g->p.max_running) {
+        req *r = g->waiting_head;
+        /* a request that could not get pages for its first chunk would only be preempted again;
+         * with nothing running it is admitted anyway, as it fits the pool alone (submit checked) */
+        int first = r->n_prompt < g->p.prefill_chunk ? r->n_prompt : g->p.prefill_chunk;
+        int need = first / g->p.page_size + 1;
+        while (g->n_running > 0 && g->pages.n_free < need && g->cache && ds_prefix_evict_page(g->cache)) {}
+        if (g->n_running > 0 && g->pages.n_free < need) break;
+        int slot = g->hybrid ? ds_id_get(&g->slots) : 0;
+        if (slot < 0) break;
+        g->waiting_head = r->next;
+        if (!g->waiting_head) g->waiting_tail = NULL;
+        g->n_waiting--;
+        r->next = NULL;
+        r->slot = g->hybrid ? slot : -1;
+        if (g->hybrid) ds_state_clear(&g->st, slot);
+        r->n_computed = 0;
+        if (g->cache) {
+            int ckpt = -1;
+            /* only prompt positions are in the cache; after a preemption the whole prompt may be
+             * reused since generated tokens are left to compute */
+            int n_look = r->n_prompt + (r->n_generated > 0 ? 1 : 0);
+            int reused = ds_prefix_lookup(g->cache, r->tokens, n_look, g->lookup_pages, &ckpt);
+            if (reused > 0) {
+                memcpy(r->pages, g->lookup_pages, (size_t)(reused / g->p.page_size) * sizeof *r->pages);
+                r->n_pages = reused / g->p.page_size;
+                if (ckpt >= 0) ds_state_copy(&g->st, slot, ckpt);
+                r->n_computed = reused;
+                if (r->n_generated == 0) r->n_cached = reused;
+            }
+        }
+        r->running_index = g->n_running;
+        g->running[g->n_running++] = r;
+        admitted++;
+    }
+    return admitted;
+}
+
+static int round_down(int x, int m) { return x / m * m; }
+
+/* End of the next chunk of r. Prompt positions are prefilled up to the
+ * nearest of r's fixed cut points; generated positions being recomputed after
+ * a preemption go through the decode path, as they were first computed, so
+ * that a preemption does not change what a request produces. */
+static int chunk_end(const ds_engine *g, const req *r, ds_seq_mode *mode) {
+    int from = r->n_computed;
+    if (from >= r->n_prompt) {
+        *mode = DS_SEQ_DECODE;
+        int end = r->n_tokens;
+        if (end - from > g->p.prefill_chunk) end = from + g->p.prefill_chunk;
+        return end;
+    }
+    *mode = DS_SEQ_PREFILL;
+    int end = r->n_prompt;
+    int cut = round_down(from, g->p.prefill_chunk) + g->p.prefill_chunk;
+    if (cut < end) end = cut;
+    if (g->p.checkpoint_interval) {
+        int ck = round_down(from, g->p.checkpoint_interval) + g->p.checkpoint_interval;
+        if (ck < end) end = ck;
+    }
+    int prompt_cut = round_down(r->n_prompt, 64); /* the end-of-prompt checkpoint */
+    if (prompt_cut > from && prompt_cut < end) end = prompt_cut;
+    return end;
+}
+
+static int ensure_pages(ds_engine *g, req *r, int upto) {
+    int need = (upto + g->p.page_size - 1) / g->p.page_size;
+    while (r->n_pages < need) {
+        int id = get_page(g);
+        if (id < 0) return -1;
+        r->pages[r->n_pages++] = id;
+    }
+    return 0;
+}
+
+static int is_stop(const ds_engine *g, const req *r, int32_t t) {
+    if (!r->p.ignore_eos)
+        for (int i = 0; i < g->cfg->n_eos; i++)
+            if (t == g->cfg->eos_ids[i]) return 1;
+    for (int i = 0; i < r->p.n_stop_ids; i++)
+        if (t == r->p.stop_ids[i]) return 1;
+    return 0;
+}
+
+static void top_logprobs(const float *logits, int V, int k, ds_event *ev) {
+    float mx = logits[0];
+    for (int i = 1; i < V; i++) mx = logits[i] > mx ? logits[i] : mx;
+    double sum = 0.0;
+    for (int i = 0; i < V; i++) sum += exp((double)logits[i] - mx);
+    double lse = mx + log(sum);
+    ev->logprob = (float)(logits[ev->token] - lse);
+    ev->n_top = k;
+    for (int j = 0; j < k; j++) {
+        int best = -1;
+        for (int i = 0; i < V; i++) {
+            int taken = 0;
+            for (int t = 0; t < j; t++) taken |= ev->top_ids[t] == i;
+            if (!taken && (best < 0 || logits[i] > logits[best])) best = i;
+        }
+        ev->top_ids[j] = best;
+        ev->top_logprobs[j] = (float)(logits[best] - lse);
+    }
+}
+
+/* After a forward: the request whose computed positions reached its last token samples the next one. */
+static void sample_next(ds_engine *g, req *r, const float *logits) {
+    int32_t t = ds_sampler_sample(&r->sampler, logits, r->tokens + r->n_prompt, r->n_generated, &g->scratch);
+    r->tokens[r->n_tokens++] = t;
+    r->n_generated++;
+    ds_event ev = {.id = r->id, .token = t, .n_prompt = r->n_prompt, .n_cached = r->n_cached,
+                   .n_generated = r->n_generated};
+    top_logprobs(logits, g->cfg->n_vocab, r->p.n_top_logprobs, &ev);
+    int stop = is_stop(g, r, t);
+    if (!stop && r->p.on_event) r->p.on_event(&ev, r->p.user);
+    pthread_mutex_lock(&g->mu);
+    g->stats.generated_tokens++;
+    pthread_mutex_unlock(&g->mu);
+    if (stop) finish(g, r, DS_FINISH_STOP, NULL);
+    else if (r->n_generated >= r->p.max_tokens) finish(g, r, DS_FINISH_LENGTH, NULL);
+}
+
+/* After a prefill chunk that ended on a checkpoint position (an interval
+ * multiple, or the prompt's end rounded down to 64), the pages so far and a
+ * copy of the DeltaNet state go to the cache; they are visible from now on,
+ * their KV being written. */
+static void take_checkpoint(ds_engine *g, req *r) {
+    int pos = r->n_computed;
+    if (!g->cache || pos % 64 != 0 || pos > r->n_prompt) return;
+    int at_interval = g->p.checkpoint_interval && pos % g->p.checkpoint_interval == 0;
+    if (!at_interval && pos != round_down(r->n_prompt, 64)) return;
+    int ck = -1;
+    if (g->hybrid) {
+        ck = get_ckpt(g);
+        if (ck < 0) return;
+        ds_state_copy(&g->st, ck, r->slot);
+    }
+    ds_prefix_insert(g->cache, r->tokens, pos / g->p.page_size, r->pages, ck, pos);
+}
+
+int ds_engine_step(ds_engine *g) {
+    g->step_no++;
+    drain_inbox(g);
+    handle_aborts(g);
+    admit(g);
+    /* faults injected for testing fail their request as a failed model call would */
+    for (int i = 0; i < g->n_running;) {
+        req *r = g->running[i];
+        if (r->fault) finish(g, r, DS_FINISH_ERROR, "the model call failed (injected fault)");
+        else i++;
+    }
+    int budget = g->p.step_tokens, n_rows = 0, n_seqs = 0;
+    /* decodes first, then prefill chunks, oldest requests first */
+    for (int pass = 0; pass < 2; pass++) {
+        for (int i = 0; i < g->n_running; i++) {
+            req *r = g->running[i];
+            if (r->scheduled_step == g->step_no) continue; /* a rescan after a preemption */
+            int is_decode = r->n_tokens - r->n_computed == 1 && r->n_computed >= r->n_prompt;
+            if (pass == 0 ? !is_decode : is_decode) continue;
+            ds_seq_mode mode;
+            int end = chunk_end(g, r, &mode);
+            int n = end - r->n_computed;
+            if (n > budget || n <= 0) continue;
+            if (ensure_pages(g, r, end) != 0) {
+                /* Out of pages even after evicting the cache: preempt the youngest request younger
+                 * than r, so that the oldest always makes progress and two requests can never keep
+                 * preempting each other. Without one, r waits, keeping what it has. */
+                req *victim = NULL;
+                for (int j = 0; j < g->n_running; j++) {
+                    req *o = g->running[j];
+                    if (o->id > r->id && (!victim || o->id > victim->id)) victim = o;
+                }
+                int in_batch = 0;
+                for (int s = 0; s < n_seqs; s++) in_batch |= g->seq_req[s] == victim;
+                if (!victim || in_batch) continue;
+                preempt(g, victim);
+                i = -1; /* the running array changed: rescan this pass */
+                continue;
+            }
+            ds_batch_seq *sq = &g->seqs[n_seqs];
+            *sq = (ds_batch_seq){.mode = mode, .pages = r->pages,
+                                 .n_pages = r->n_pages, .state_slot = g->hybrid ? r->slot : 0};
+            g->seq_req[n_seqs] = r;
+            r->scheduled_step = g->step_no;
+            g->seq_first_row[n_seqs] = n_rows;
+            g->seq_n_rows[n_seqs] = n;
+            for (int k = 0; k < n; k++) {
+                int pos = r->n_computed + k;
+                g->rows[n_rows++] = (ds_batch_token){.token = r->tokens[pos], .seq = n_seqs, .pos = pos,
+                                                     .want_logits = pos == r->n_tokens - 1};
+            }
+            n_seqs++;
+            budget -= n;
+        }
+    }
+    if (n_rows > 0) {
+        ds_batch b = {.tokens = g->rows, .n_tokens = n_rows, .seqs = g->seqs, .n_seqs = n_seqs, .logits = g->logits};
+        ds_err e = {0};
+        ds_state_pool empty = {0};
+        ds_status s = ds_model_forward(g->model, &g->kv, g->hybrid ? &g->st : &empty, &b, &e);
+        if (s != DS_OK) {
+            /* a failed call leaves no result for anyone in it: each gets the error */
+            for (int k = 0; k < n_seqs; k++) finish(g, g->seq_req[k], DS_FINISH_ERROR, e.msg);
+        } else {
+            int logit_row = 0;
+            pthread_mutex_lock(&g->mu);
+            g->stats.steps++;
+            pthread_mutex_unlock(&g->mu);
+            for (int k = 0; k < n_seqs; k++) {
+                req *r = g->seq_req[k];
+                int was_prefill = g->seqs[k].mode == DS_SEQ_PREFILL;
+                if (was_prefill) {
+                    pthread_mutex_lock(&g->mu);
+                    g->stats.prompt_tokens += g->seq_n_rows[k];
+                    pthread_mutex_unlock(&g->mu);
+                }
+                r->n_computed += g->seq_n_rows[k];
+                if (was_prefill) take_checkpoint(g, r);
+                if (r->n_computed == r->n_tokens) {
+                    sample_next(g, r, g->logits + (size_t)logit_row * g->cfg->n_vocab);
+                    logit_row++;
+                }
+            }
+        }
+    }
+    pthread_mutex_lock(&g->mu);
+    g->stats.running = g->n_running;
+    g->stats.waiting = g->n_waiting;
+    g->stats.kv_pages_used = ds_id_used(&g->pages);
+    g->stats.state_slots_used = ds_id_used(&g->slots);
+    g->stats.checkpoint_slots_used = ds_id_used(&g->ckpts);
+    if (g->cache) {
+        ds_prefix_stats ps;
+        ds_prefix_stats_get(g->cache, &ps);
+        g->stats.prefix_query_tokens = ps.query_tokens;
+        g->stats.prefix_hit_tokens = ps.hit_tokens;
+        g->stats.checkpoint_restores = ps.checkpoint_restores;
+        g->stats.evicted_pages = ps.evicted_pages;
+        g->stats.evicted_checkpoints = ps.evicted_checkpoints;
+    }
+    int active = g->n_running + g->n_waiting + g->n_inbox;
+    pthread_mutex_unlock(&g->mu);
+    return active;
+}
+
+void ds_engine_run(ds_engine *g) {
+    for (;;) {
+        pthread_mutex_lock(&g->mu);
+        while (!g->stop && !g->inbox_head && !g->n_abort && !g->n_fault && g->n_running + g->n_waiting == 0)
+            pthread_cond_wait(&g->cv, &g->mu);
+        int stop = g->stop;
+        pthread_mutex_unlock(&g->mu);
+        if (stop) return;
+        ds_engine_step(g);
+    }
+}
+

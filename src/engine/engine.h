@@ -1,0 +1,112 @@
+/* engine.h - continuous batching: many requests, one model, one loop.
+ *
+ * Requests go waiting -> running -> finished (or aborted at any time). Each
+ * step the scheduler builds one ragged batch: first one decode token for every
+ * running sequence that has its prompt done (decodes are never starved), then
+ * prefill chunks of waiting work while the step's token budget lasts. KV
+ * pages and DeltaNet state slots come from pools sized by byte budgets at
+ * start; when they run out, the newest running request is preempted (its
+ * memory freed, its tokens kept) and recomputed later, so memory pressure
+ * slows requests down but never fails them. A prefix cache (prefix_cache.h)
+ * lets a request skip the part of its prompt that is already computed.
+ *
+ * Outputs are deterministic per request: prefill is cut at fixed positions
+ * (multiples of the prefill chunk, checkpoint interval and prompt end rounded
+ * to 64), so neither the other requests in a step nor a cache hit changes
+ * what a request computes.
+ *
+ * Threads: the engine (and the model) belong to the thread that calls
+ * ds_engine_step / ds_engine_run. ds_engine_submit, ds_engine_abort,
+ * ds_engine_stats and ds_engine_stop may be called from any thread. Event
+ * callbacks run on the engine thread and must return quickly. */
+#ifndef DS_ENGINE_H
+#define DS_ENGINE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "common/status.h"
+#include "engine/sampler.h"
+#include "model/model.h"
+
+typedef struct {
+    size_t kv_bytes;            /* KV page pool */
+    size_t state_bytes;         /* DeltaNet state slots of running sequences */
+    size_t cache_state_bytes;   /* DeltaNet checkpoints kept by the prefix cache */
+    int page_size;              /* tokens per KV page (divides 64) */
+    int max_running;            /* sequences in flight */
+    int step_tokens;            /* tokens per step */
+    int prefill_chunk;          /* prefill tokens per sequence per step (multiple of 64) */
+    int checkpoint_interval;    /* prefill tokens between checkpoints (multiple of 64; 0: prompt end only) */
+    int prefix_cache;           /* 0: off */
+    int max_queue;              /* waiting requests accepted (0: unlimited) */
+} ds_engine_params;
+
+void ds_engine_defaults(ds_engine_params *p);
+
+typedef enum { DS_FINISH_NONE = 0, DS_FINISH_STOP, DS_FINISH_LENGTH, DS_FINISH_ABORT, DS_FINISH_ERROR } ds_finish;
+
+#define DS_MAX_TOP_LOGPROBS 20
+
+typedef struct {
+    uint64_t id;
+    int finished;               /* 0: a token event; 1: the last event of the request */
+    int32_t token;              /* the new token (token events) */
+    float logprob;              /* its log-probability under the raw logits */
+    int n_top;                  /* top alternatives (when asked) */
+    int32_t top_ids[DS_MAX_TOP_LOGPROBS];
+    float top_logprobs[DS_MAX_TOP_LOGPROBS];
+    ds_finish reason;           /* last event: why it ended */
+    const char *error;          /* last event with DS_FINISH_ERROR: what failed */
+    int n_prompt, n_cached, n_generated;
+} ds_event;
+
+typedef void (*ds_event_fn)(const ds_event *ev, void *user);
+
+typedef struct {
+    const int32_t *prompt;      /* copied by submit */
+    int n_prompt;
+    ds_sampling_params sampling;
+    int max_tokens;
+    const int32_t *stop_ids;    /* extra stop tokens (copied) */
+    int n_stop_ids;
+    int ignore_eos;             /* 1: the model's end tokens do not stop */
+    int n_top_logprobs;         /* 0..DS_MAX_TOP_LOGPROBS */
+    ds_event_fn on_event;
+    void *user;
+} ds_request_params;
+
+typedef struct {
+    int running, waiting;
+    int kv_pages_total, kv_pages_used;
+    int state_slots_total, state_slots_used;
+    int checkpoint_slots_total, checkpoint_slots_used;
+    int64_t prefix_query_tokens, prefix_hit_tokens, checkpoint_restores;
+    int64_t evicted_pages, evicted_checkpoints, preemptions;
+    int64_t prompt_tokens, generated_tokens, steps;
+    int64_t started, finished, aborted, failed;
+} ds_engine_stats;
+
+typedef struct ds_engine ds_engine;
+
+/* The model is borrowed and used only by the engine thread from now on. */
+ds_status ds_engine_new(ds_model *model, const ds_engine_params *p, ds_engine **out, ds_err *e);
+void ds_engine_free(ds_engine *eng);
+
+/* Queues a request; returns its id (> 0), or 0 with e filled when it cannot
+ * ever run (too long for the pools or the context) or the queue is full (DS_ENOMEM). */
+uint64_t ds_engine_submit(ds_engine *eng, const ds_request_params *rp, ds_err *e);
+/* Ends a request at the next step; its memory is free after that step. */
+void ds_engine_abort(ds_engine *eng, uint64_t id);
+
+/* One scheduler step. Returns the number of requests still waiting or running. */
+int ds_engine_step(ds_engine *eng);
+/* Steps until ds_engine_stop, sleeping while there is nothing to do. */
+void ds_engine_run(ds_engine *eng);
+void ds_engine_stop(ds_engine *eng);
+
+void ds_engine_stats_get(ds_engine *eng, ds_engine_stats *st);
+/* Test hook: the next forward call of the request with this id fails. */
+void ds_engine_inject_fault(ds_engine *eng, uint64_t id);
+
+#endif

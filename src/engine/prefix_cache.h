@@ -1,0 +1,64 @@
+/* prefix_cache.h - reuse of computed prompt prefixes for attention KV and
+ * DeltaNet state, which cannot be truncated.
+ *
+ * DESIGN NOTES
+ * The cache is a trie of KV pages: every node is one full page of page_size
+ * tokens under its parent, and holds a reference to the page whose KV it
+ * names. A node may also hold a DeltaNet checkpoint: a state slot with the
+ * recurrent state after the node's last token. A request can resume at the
+ * deepest node of its prompt that has a checkpoint (or at any node when the
+ * model has no DeltaNet layers), sharing the pages on the path and copying
+ * the checkpoint into its own slot.
+ *   1. A node is inserted only after its page's KV was written; pages in the
+ *      trie are never written again (requests resume at page boundaries).
+ *   2. The trie holds one reference to each node's page; requests hold their
+ *      own. A page returns to the free pool when both are gone.
+ *   3. Only leaves whose page no request holds can be evicted; checkpoints
+ *      can be dropped from any node. Both go least recently used first.
+ *   4. Node storage is allocated once (one node per KV page at most).
+ * Runs on the engine thread only. */
+#ifndef DS_PREFIX_CACHE_H
+#define DS_PREFIX_CACHE_H
+
+#include <stdint.h>
+
+#include "engine/id_pool.h"
+
+typedef struct ds_prefix_cache ds_prefix_cache;
+
+typedef struct {
+    int64_t query_tokens, hit_tokens;  /* prompt tokens looked up, and reused */
+    int64_t queries, hits;             /* lookups, and lookups that reused something */
+    int64_t checkpoint_restores;
+    int64_t evicted_pages, evicted_checkpoints;
+    int nodes, checkpoints;
+} ds_prefix_stats;
+
+/* pages and ckpts are the engine's pools; the cache takes and drops references. */
+ds_prefix_cache *ds_prefix_cache_new(int page_size, int max_nodes, ds_id_pool *pages, ds_id_pool *ckpts,
+                                     int need_checkpoint);
+void ds_prefix_cache_free(ds_prefix_cache *c);
+
+/* Finds the longest reusable prefix of tokens[0..n) that leaves at least one
+ * token to compute. Writes the page ids of that prefix to pages_out (each
+ * with a new reference for the caller) and returns its length in tokens (a
+ * multiple of page_size); *ckpt receives the checkpoint slot to copy from
+ * (-1 when the model needs none or nothing is reused). */
+int ds_prefix_lookup(ds_prefix_cache *c, const int32_t *tokens, int n, int32_t *pages_out, int *ckpt);
+
+/* Records the full pages of tokens[0..n_pages*page_size) as computed into
+ * pages[]. ckpt, if >= 0, is a checkpoint slot holding the state after
+ * ckpt_pos tokens (a page multiple <= that length); the cache takes the
+ * caller's reference to it, or drops it when the node already has one. */
+void ds_prefix_insert(ds_prefix_cache *c, const int32_t *tokens, int n_pages, const int32_t *pages, int ckpt,
+                      int ckpt_pos);
+
+/* Frees one page by evicting the least recently used evictable leaf;
+ * returns 0 when nothing could be evicted. */
+int ds_prefix_evict_page(ds_prefix_cache *c);
+/* Drops the least recently used checkpoint; returns 0 when there is none. */
+int ds_prefix_evict_checkpoint(ds_prefix_cache *c);
+
+void ds_prefix_stats_get(const ds_prefix_cache *c, ds_prefix_stats *s);
+
+#endif

@@ -1,0 +1,356 @@
+/* test_engine.c - the continuous batching engine:
+ *   - cache on vs off: identical greedy outputs over 200 requests with shared
+ *     prefixes, branches, staggered arrivals and a cache budget small enough
+ *     to force evictions;
+ *   - batch invariance: a request alone and among 15 others gives identical
+ *     tokens, greedy and seeded;
+ *   - preemption under a KV budget too small for all: every request finishes,
+ *     with the same tokens as without pressure;
+ *   - aborts (waiting, mid-prefill, mid-decode) and leaks: pools back to
+ *     their baseline once everything has ended. */
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "engine/engine.h"
+#include "loading/model_make.h"
+#include "testing.h"
+
+#define MAXREQ 256
+#define MAXGEN 24
+
+static char tmpdir[256];
+
+typedef struct {
+    int32_t out[MAXREQ][MAXGEN];
+    int n_out[MAXREQ];
+    ds_finish reason[MAXREQ];
+    int n_cached[MAXREQ];
+    int done;
+} results;
+
+typedef struct {
+    results *res;
+    int index;
+} ctx;
+
+static ctx ctxs[MAXREQ];
+
+static void on_event(const ds_event *ev, void *user) {
+    ctx *c = user;
+    results *r = c->res;
+    if (ev->finished) {
+        r->reason[c->index] = ev->reason;
+        r->n_cached[c->index] = ev->n_cached;
+        r->done++;
+        return;
+    }
+    if (r->n_out[c->index] < MAXGEN) r->out[c->index][r->n_out[c->index]++] = ev->token;
+}
+
+typedef struct {
+    ds_model_file *file;
+    ds_model *model;
+} loaded;
+
+static int load(const char *shape, loaded *l) {
+    char path[512];
+    snprintf(path, sizeof path, "%s/%s.gguf", tmpdir, shape);
+    if (access(path, R_OK) != 0) {
+        ds_make_options o = {.shape = shape, .dtype = "f32", .format = DS_FORMAT_GGUF, .seed = 11, .scale = 3.0f,
+                             .out = path};
+        ds_err e = {0};
+        if (ds_make_model(&o, &e)) { printf("make: %s\n", e.msg); return -1; }
+    }
+    ds_err e = {0};
+    ds_model_params mp = {.max_batch_tokens = 640};
+    if (ds_model_open(path, &l->file, &e) || ds_model_new(l->file, &mp, &l->model, &e)) {
+        printf("open: %s\n", e.msg);
+        return -1;
+    }
+    return 0;
+}
+
+static void unload(loaded *l) {
+    ds_model_free(l->model);
+    ds_model_close(l->file);
+}
+
+/* A workload of n requests: 4 system prefixes of 40..150 tokens, each branching into user turns
+ * of 5..60 tokens; some requests repeat an earlier prompt exactly, some extend one. */
+typedef struct {
+    int32_t toks[MAXREQ][400];
+    int len[MAXREQ];
+} workload;
+
+static void make_workload(workload *w, int n, uint32_t seed) {
+    uint32_t x = seed;
+#define RND() (x = x * 1664525u + 1013904223u, x >> 8)
+    int32_t prefix[4][160];
+    int plen[4];
+    for (int p = 0; p < 4; p++) {
+        plen[p] = 40 + (int)(RND() % 110);
+        for (int i = 0; i < plen[p]; i++) prefix[p][i] = (int32_t)(RND() % 1000);
+    }
+    for (int r = 0; r < n; r++) {
+        int kind = (int)(RND() % 10);
+        if (r > 0 && kind == 0) { /* an exact repeat */
+            int src = (int)(RND() % (uint32_t)r);
+            memcpy(w->toks[r], w->toks[src], (size_t)w->len[src] * sizeof(int32_t));
+            w->len[r] = w->len[src];
+            continue;
+        }
+        if (r > 0 && kind == 1) { /* a later turn: an earlier prompt extended */
+            int src = (int)(RND() % (uint32_t)r);
+            memcpy(w->toks[r], w->toks[src], (size_t)w->len[src] * sizeof(int32_t));
+            int add = 5 + (int)(RND() % 80);
+            if (w->len[src] + add > 380) add = 380 - w->len[src];
+            for (int i = 0; i < add; i++) w->toks[r][w->len[src] + i] = (int32_t)(RND() % 1000);
+            w->len[r] = w->len[src] + add;
+            continue;
+        }
+        int p = (int)(RND() % 4);
+        memcpy(w->toks[r], prefix[p], (size_t)plen[p] * sizeof(int32_t));
+        int add = 5 + (int)(RND() % 60);
+        for (int i = 0; i < add; i++) w->toks[r][plen[p] + i] = (int32_t)(RND() % 1000);
+        w->len[r] = plen[p] + add;
+    }
+#undef RND
+}
+
+/* Runs the workload through an engine: requests arrive `per_step` at a time between steps. */
+static int run(ds_model *m, const ds_engine_params *ep, const workload *w, int n, int per_step, int n_gen,
+               const ds_sampling_params *sp, results *res, ds_engine_stats *st) {
+    ds_engine *eng;
+    ds_err e = {0};
+    if (ds_engine_new(m, ep, &eng, &e)) { printf("engine: %s\n", e.msg); return -1; }
+    memset(res, 0, sizeof *res);
+    int submitted = 0, active = 1;
+    while (submitted < n || active) {
+        for (int k = 0; k < per_step && submitted < n; k++, submitted++) {
+            ctxs[submitted] = (ctx){res, submitted};
+            ds_request_params rp = {.prompt = w->toks[submitted], .n_prompt = w->len[submitted], .max_tokens = n_gen,
+                                    .ignore_eos = 1, .on_event = on_event, .user = &ctxs[submitted]};
+            rp.sampling = *sp;
+            if (!ds_engine_submit(eng, &rp, &e)) { printf("submit: %s\n", e.msg); ds_engine_free(eng); return -1; }
+        }
+        active = ds_engine_step(eng);
+    }
+    ds_engine_stats_get(eng, st);
+    ds_engine_free(eng);
+    return 0;
+}
+
+static workload W;
+static results A, B;
+
+static void greedy(ds_sampling_params *sp) {
+    ds_sampling_defaults(sp);
+    sp->temperature = 0;
+}
+
+static void cache_on_off(const char *shape, int n, size_t kv_bytes) {
+    loaded l;
+    REQUIRE(load(shape, &l) == 0, "load");
+    make_workload(&W, n, 7);
+    ds_sampling_params sp;
+    greedy(&sp);
+    ds_engine_params off, on;
+    ds_engine_defaults(&off);
+    off.prefix_cache = 0;
+    off.max_running = 16;
+    off.kv_bytes = kv_bytes; /* a few hundred pages: the cache must evict to make room */
+    on = off;
+    on.prefix_cache = 1;
+    on.checkpoint_interval = 64;
+    on.cache_state_bytes = (size_t)1 << 20; /* a few dozen checkpoints: evictions happen */
+    ds_engine_stats so, sn;
+    REQUIRE(run(l.model, &off, &W, n, 6, 8, &sp, &A, &so) == 0, "cache off");
+    REQUIRE(run(l.model, &on, &W, n, 6, 8, &sp, &B, &sn) == 0, "cache on");
+    int same = 0;
+    for (int r = 0; r < n; r++)
+        same += A.n_out[r] == 8 && B.n_out[r] == 8 && memcmp(A.out[r], B.out[r], sizeof A.out[r]) == 0;
+    printf("     %s: %d/%d identical; cache hits %lld of %lld prompt tokens, %lld checkpoint restores, "
+           "%lld evicted pages, %lld evicted checkpoints\n", shape, same, n, (long long)sn.prefix_hit_tokens,
+           (long long)sn.prefix_query_tokens, (long long)sn.checkpoint_restores, (long long)sn.evicted_pages,
+           (long long)sn.evicted_checkpoints);
+    CHECK(same == n, "%s: %d of %d requests differ with the cache on", shape, n - same, n);
+    CHECK(sn.prefix_hit_tokens > sn.prefix_query_tokens / 5, "%s: the cache barely hits", shape);
+    CHECK(sn.evicted_pages > 0 && (sn.evicted_checkpoints > 0 || sn.checkpoint_restores == 0),
+          "%s: the budgets were meant to force evictions", shape);
+    CHECK(sn.prompt_tokens < so.prompt_tokens, "%s: prefill did not shrink (%lld vs %lld)", shape,
+          (long long)sn.prompt_tokens, (long long)so.prompt_tokens);
+    CHECK(sn.kv_pages_used >= 0 && sn.state_slots_used == 0 && so.kv_pages_used == 0, "%s: pools not back to baseline",
+          shape);
+    unload(&l);
+}
+
+static void test_cache_on_off_identical(void) {
+    cache_on_off("tiny", 200, (size_t)6 << 20);
+    cache_on_off("tiny-qwen3", 80, (size_t)3 << 20);
+}
+
+static void test_batch_invariance(void) {
+    loaded l;
+    REQUIRE(load("tiny-moe", &l) == 0, "load");
+    make_workload(&W, 16, 99);
+    ds_engine_params ep;
+    ds_engine_defaults(&ep);
+    ep.prefix_cache = 0;
+    for (int mode = 0; mode < 2; mode++) {
+        ds_sampling_params sp;
+        ds_sampling_defaults(&sp);
+        if (mode == 0) sp.temperature = 0;
+        else { sp.temperature = 0.9f; sp.top_p = 0.95f; sp.seed = 1234; }
+        ds_engine_stats st;
+        /* request 0 alone, then with 15 others arriving at once */
+        REQUIRE(run(l.model, &ep, &W, 1, 1, 16, &sp, &A, &st) == 0, "alone");
+        REQUIRE(run(l.model, &ep, &W, 16, 16, 16, &sp, &B, &st) == 0, "among 15");
+        CHECK(A.n_out[0] == 16 && memcmp(A.out[0], B.out[0], sizeof A.out[0]) == 0,
+              "%s: request 0 differs alone and among 15 others", mode ? "seeded" : "greedy");
+    }
+    unload(&l);
+}
+
+static void test_preemption_keeps_outputs(void) {
+    loaded l;
+    REQUIRE(load("tiny", &l) == 0, "load");
+    int n = 24;
+    make_workload(&W, n, 3);
+    ds_sampling_params sp;
+    greedy(&sp);
+    ds_engine_params roomy, tight;
+    ds_engine_defaults(&roomy);
+    roomy.prefix_cache = 0;
+    tight = roomy;
+    /* tiny: one page is 16 positions x 1 layer x 2 heads x 64 x K,V floats = 16 KiB; 64 pages hold
+     * two or three requests, not 16 */
+    tight.kv_bytes = (size_t)64 * 16 * 2 * 64 * 2 * 4;
+    ds_engine_stats s1, s2;
+    REQUIRE(run(l.model, &roomy, &W, n, n, 20, &sp, &A, &s1) == 0, "roomy");
+    REQUIRE(run(l.model, &tight, &W, n, n, 20, &sp, &B, &s2) == 0, "tight");
+    int same = 0;
+    for (int r = 0; r < n; r++) same += B.n_out[r] == 20 && memcmp(A.out[r], B.out[r], sizeof A.out[r]) == 0;
+    printf("     %lld preemptions; %d/%d identical\n", (long long)s2.preemptions, same, n);
+    CHECK(s2.preemptions > 0, "the budget was meant to force preemption");
+    CHECK(same == n, "%d requests changed under preemption", n - same);
+    CHECK(s2.kv_pages_used == 0 && s2.state_slots_used == 0, "pools not back to baseline");
+    unload(&l);
+}
+
+static void test_aborts_free_everything(void) {
+    loaded l;
+    REQUIRE(load("tiny", &l) == 0, "load");
+    make_workload(&W, 40, 5);
+    ds_engine_params ep;
+    ds_engine_defaults(&ep);
+    ep.prefill_chunk = 64;
+    ep.step_tokens = 128;
+    ds_engine *eng;
+    ds_err e = {0};
+    REQUIRE(ds_engine_new(l.model, &ep, &eng, &e) == DS_OK, "%s", e.msg);
+    ds_engine_stats base;
+    ds_engine_stats_get(eng, &base);
+    memset(&A, 0, sizeof A);
+    uint64_t ids[40];
+    ds_sampling_params sp;
+    greedy(&sp);
+    for (int i = 0; i < 40; i++) {
+        ctxs[i] = (ctx){&A, i};
+        ds_request_params rp = {.prompt = W.toks[i], .n_prompt = W.len[i], .max_tokens = 20, .ignore_eos = 1,
+                                .sampling = sp, .on_event = on_event, .user = &ctxs[i]};
+        ids[i] = ds_engine_submit(eng, &rp, &e);
+        REQUIRE(ids[i], "%s", e.msg);
+    }
+    ds_engine_abort(eng, ids[39]); /* still waiting */
+    ds_engine_step(eng);
+    ds_engine_abort(eng, ids[0]); /* mid-prefill or early decode */
+    ds_engine_abort(eng, ids[1]);
+    for (int s = 0; s < 5; s++) ds_engine_step(eng);
+    ds_engine_abort(eng, ids[2]); /* mid-decode */
+    ds_engine_abort(eng, 999999); /* unknown: ignored */
+    while (ds_engine_step(eng)) {}
+    ds_engine_stats st;
+    ds_engine_stats_get(eng, &st);
+    int aborted = 0;
+    for (int i = 0; i < 40; i++) aborted += A.reason[i] == DS_FINISH_ABORT;
+    CHECK(A.done == 40, "every request ended: %d", A.done);
+    CHECK(aborted == 4 && st.aborted == 4, "4 aborted (%d, stats %lld)", aborted, (long long)st.aborted);
+    CHECK(st.state_slots_used == base.state_slots_used, "state slots: %d in use, baseline %d", st.state_slots_used,
+          base.state_slots_used);
+    /* pages still in use are the prefix cache's own */
+    CHECK(st.running == 0 && st.waiting == 0, "nothing left running or waiting");
+    CHECK(st.started == st.finished + st.aborted + st.failed, "started %lld = finished %lld + aborted %lld + failed %lld",
+          (long long)st.started, (long long)st.finished, (long long)st.aborted, (long long)st.failed);
+    ds_engine_free(eng);
+    unload(&l);
+}
+
+static void test_fault_hits_one_request(void) {
+    loaded l;
+    REQUIRE(load("tiny", &l) == 0, "load");
+    make_workload(&W, 8, 17);
+    ds_engine_params ep;
+    ds_engine_defaults(&ep);
+    ds_engine *eng;
+    ds_err e = {0};
+    REQUIRE(ds_engine_new(l.model, &ep, &eng, &e) == DS_OK, "%s", e.msg);
+    memset(&A, 0, sizeof A);
+    ds_sampling_params sp;
+    greedy(&sp);
+    uint64_t ids[8];
+    for (int i = 0; i < 8; i++) {
+        ctxs[i] = (ctx){&A, i};
+        ds_request_params rp = {.prompt = W.toks[i], .n_prompt = W.len[i], .max_tokens = 10, .ignore_eos = 1,
+                                .sampling = sp, .on_event = on_event, .user = &ctxs[i]};
+        ids[i] = ds_engine_submit(eng, &rp, &e);
+    }
+    ds_engine_step(eng);
+    ds_engine_inject_fault(eng, ids[3]);
+    while (ds_engine_step(eng)) {}
+    for (int i = 0; i < 8; i++)
+        CHECK(A.reason[i] == (i == 3 ? DS_FINISH_ERROR : DS_FINISH_LENGTH), "request %d ended with %d", i, A.reason[i]);
+    ds_engine_free(eng);
+    unload(&l);
+}
+
+static void test_refuses_what_cannot_run(void) {
+    loaded l;
+    REQUIRE(load("tiny", &l) == 0, "load");
+    ds_engine_params ep;
+    ds_engine_defaults(&ep);
+    ep.max_queue = 2;
+    ds_engine *eng;
+    ds_err e = {0};
+    REQUIRE(ds_engine_new(l.model, &ep, &eng, &e) == DS_OK, "%s", e.msg);
+    int32_t t[4] = {1, 2, 3, 4};
+    ds_request_params rp = {.prompt = t, .n_prompt = 4, .max_tokens = 1 << 20};
+    CHECK(!ds_engine_submit(eng, &rp, &e) && strstr(e.msg, "exceeds the context"), "%s", e.msg);
+    rp.max_tokens = 4;
+    rp.n_prompt = 0;
+    CHECK(!ds_engine_submit(eng, &rp, &e) && strstr(e.msg, "empty"), "%s", e.msg);
+    rp.n_prompt = 4;
+    t[2] = 1 << 30;
+    CHECK(!ds_engine_submit(eng, &rp, &e) && strstr(e.msg, "vocabulary"), "%s", e.msg);
+    t[2] = 3;
+    CHECK(ds_engine_submit(eng, &rp, &e) && ds_engine_submit(eng, &rp, &e), "two fit in the queue");
+    CHECK(!ds_engine_submit(eng, &rp, &e) && strstr(e.msg, "queue is full"), "%s", e.msg);
+    while (ds_engine_step(eng)) {}
+    ds_engine_free(eng);
+    unload(&l);
+}
+
+int main(void) {
+    snprintf(tmpdir, sizeof tmpdir, "/tmp/ds-engine-XXXXXX");
+    if (!mkdtemp(tmpdir)) return 1;
+    RUN(test_refuses_what_cannot_run);
+    RUN(test_fault_hits_one_request);
+    RUN(test_aborts_free_everything);
+    RUN(test_batch_invariance);
+    RUN(test_preemption_keeps_outputs);
+    RUN(test_cache_on_off_identical);
+    char cmd[600];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);
+    if (system(cmd) != 0) printf("could not remove %s\n", tmpdir);
+    return ds_test_finish();
+}

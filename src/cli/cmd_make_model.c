@@ -22,6 +22,8 @@ static void usage(FILE *f) {
             "  --hf-flat           safetensors: text-only layout (model.*, no text_config)\n"
             "  --split-experts     safetensors: one tensor per expert instead of fused stacks\n"
             "  --shard-mb N        safetensors: shards of about N MiB with an index\n"
+            "  --mtp-agree P       make the MTP head draft what the model says for a fraction P (0..1) of\n"
+            "                      tokens, for testing and measuring speculative decoding\n"
             "  --out PATH          output file (gguf) or directory (safetensors)\n"
             "shapes:\n");
     for (int i = 0; i < ds_model_shape_count(); i++)
@@ -69,6 +71,10 @@ int ds_cmd_make_model(int argc, char **argv) {
         } else if (!strcmp(a, "--shard-mb")) {
             if (ds_arg_int(a, v, 1, 1 << 20, &n)) return 2;
             o.shard_bytes = (size_t)n << 20;
+        } else if (!strcmp(a, "--mtp-agree")) {
+            if (ds_arg_float(a, v, 0, 1, &x)) return 2;
+            o.mtp_agree_set = 1;
+            o.mtp_agree = (float)x;
         } else if (!strcmp(a, "--out")) {
             o.out = v;
         } else {

@@ -27,66 +27,14 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "engine/id_pool.h"
-#include "engine/prefix_cache.h"
-
-typedef struct req {
-    uint64_t id;
-    ds_request_params p;
-    int32_t *prompt_copy, *stop_copy;
-    ds_sampler sampler;
-    int32_t *tokens;            /* prompt + generated: [cap_tokens] */
-    int n_tokens, cap_tokens;
-    int n_prompt, n_generated, n_computed, n_cached;
-    int32_t *pages;             /* page table: [cap_pages] */
-    int n_pages, cap_pages;
-    int slot;                   /* state slot, -1 while waiting */
-    int running_index;
-    int64_t scheduled_step;     /* the step that last gave it rows */
-    int aborted, fault;
-    struct req *next;           /* inbox / waiting list */
-} req;
-
-struct ds_engine {
-    ds_model *model;
-    const ds_model_config *cfg;
-    ds_engine_params p;
-    ds_kv_pool kv;
-    ds_state_pool st;
-    ds_id_pool pages, slots, ckpts;
-    ds_prefix_cache *cache;
-    int hybrid;                 /* the model has DeltaNet layers */
-    int max_seq;                /* positions one sequence may use */
-    req **running;
-    int n_running;
-    req *waiting_head, *waiting_tail;
-    int n_waiting;
-    /* per-step tables, sized once */
-    ds_batch_token *rows;
-    ds_batch_seq *seqs;
-    req **seq_req;
-    int *seq_first_row, *seq_n_rows;
-    float *logits;
-    ds_sampler_scratch scratch;
-    int32_t *lookup_pages;
-    /* shared with other threads */
-    pthread_mutex_t mu;
-    pthread_cond_t cv;
-    req *inbox_head, *inbox_tail;
-    int n_inbox;
-    uint64_t *abort_ids, *fault_ids;
-    int n_abort, n_fault, cap_ids;
-    uint64_t next_id;
-    int stop;
-    int64_t step_no;            /* steps begun */
-    ds_engine_stats stats;      /* guarded by mu when read from outside */
-};
+#include "engine/engine_int.h"
 
 void ds_engine_defaults(ds_engine_params *p) {
     *p = (ds_engine_params){.kv_bytes = (size_t)256 << 20, .state_bytes = (size_t)256 << 20,
                             .cache_state_bytes = (size_t)256 << 20, .page_size = 16, .max_running = 64,
                             .step_tokens = 512, .prefill_chunk = 256, .checkpoint_interval = 512,
-                            .prefix_cache = 1, .max_queue = 0};
+                            .prefix_cache = 1, .max_queue = 0, .spec_tokens = 3,
+                            .spec_state_bytes = (size_t)256 << 20};
 }
 
 /* --- set-up --- */
@@ -114,7 +62,7 @@ ds_status ds_engine_new(ds_model *model, const ds_engine_params *params, ds_engi
     ds_status s = ds_kv_pool_init(&g->kv, ds_model_n_attn_layers(model) ? ds_model_n_attn_layers(model) : 1,
                                   c->n_head_kv, c->head_dim, p.page_size, p.kv_bytes, e);
     size_t slot_bytes = 0;
-    int n_slots = p.max_running, n_ckpt = 0;
+    int n_slots = p.max_running, n_ckpt = 0, n_vslots = 0;
     if (!s && g->hybrid) {
         ds_state_pool probe;
         if ((s = ds_state_pool_init(&probe, ds_model_n_gdn_layers(model), c->conv_kernel, ds_model_conv_dim(model),
@@ -123,6 +71,10 @@ ds_status ds_engine_new(ds_model *model, const ds_engine_params *params, ds_engi
             ds_state_pool_free(&probe);
             n_slots = (int)(p.state_bytes / slot_bytes);
             n_ckpt = p.prefix_cache ? (int)(p.cache_state_bytes / slot_bytes) : 0;
+            if (c->n_mtp && p.spec_tokens > 0) {
+                n_vslots = (int)(p.spec_state_bytes / slot_bytes);
+                if (n_vslots < 2) n_vslots = 0; /* not even one draft: no speculation */
+            }
             if (n_slots < 1)
                 s = ds_fail(e, DS_ENOMEM, "engine: a state budget of %zu bytes does not hold one sequence (%zu bytes)",
                             p.state_bytes, slot_bytes);
@@ -130,12 +82,12 @@ ds_status ds_engine_new(ds_model *model, const ds_engine_params *params, ds_engi
             /* decode-time boundary checkpoints need one per running sequence on top of the cache's */
             if (!s) s = ds_state_pool_init(&g->st, ds_model_n_gdn_layers(model), c->conv_kernel,
                                            ds_model_conv_dim(model), c->lin_v_heads, c->lin_k_dim, c->lin_v_dim,
-                                           n_slots + n_ckpt, e);
+                                           n_slots + n_ckpt + n_vslots, e);
         }
     }
     if (!s && g->hybrid && n_slots < p.max_running) g->p.max_running = p.max_running = n_slots;
     if (!s && (ds_id_pool_init(&g->pages, 0, g->kv.n_pages) || ds_id_pool_init(&g->slots, 0, n_slots) ||
-               ds_id_pool_init(&g->ckpts, n_slots, n_ckpt)))
+               ds_id_pool_init(&g->ckpts, n_slots, n_ckpt) || ds_id_pool_init(&g->vslots, n_slots + n_ckpt, n_vslots)))
         s = ds_fail(e, DS_ENOMEM, "engine: out of memory");
     g->max_seq = g->kv.n_pages * p.page_size;
     if (g->max_seq > c->n_ctx_train) g->max_seq = c->n_ctx_train;
@@ -143,14 +95,37 @@ ds_status ds_engine_new(ds_model *model, const ds_engine_params *params, ds_engi
         g->cache = ds_prefix_cache_new(p.page_size, g->kv.n_pages, &g->pages, &g->ckpts, g->hybrid);
         if (!g->cache) s = ds_fail(e, DS_ENOMEM, "engine: out of memory for the prefix cache");
     }
-    int n_rows = p.step_tokens + p.max_running;
+    /* speculation: drafts need the MTP head's own KV (one layer, same page ids) and verify slots */
+    if (!s && n_vslots > 0) {
+        g->spec_max = p.spec_tokens < DS_MAX_SPEC ? p.spec_tokens : DS_MAX_SPEC;
+        size_t mtp_page = (size_t)p.page_size * (size_t)c->n_head_kv * (size_t)c->head_dim * 2 * sizeof(float);
+        s = ds_kv_pool_init(&g->mtp_kv, 1, c->n_head_kv, c->head_dim, p.page_size, mtp_page * (size_t)g->kv.n_pages, e);
+        size_t q_bytes = (size_t)p.max_running * (size_t)g->spec_max * (size_t)c->n_vocab * sizeof(float);
+        /* draft distributions are kept for rejection sampling only where they fit a modest budget;
+         * without them sampled requests decode plainly and greedy ones still speculate */
+        if (!s && q_bytes <= ((size_t)64 << 20) &&
+            (!(g->q_store = malloc(q_bytes)) || ds_id_pool_init(&g->qslots, 0, p.max_running)))
+            s = ds_fail(e, DS_ENOMEM, "engine: out of memory for draft distributions");
+    }
+    int n_rows = p.step_tokens; /* every row of a step counts against its budget */
+    size_t H = (size_t)c->n_embd;
+    g->hidden = malloc((size_t)n_rows * H * sizeof *g->hidden);
+    g->mtp_hidden_in = malloc((size_t)n_rows * H * sizeof(float));
+    g->mtp_hidden_out = malloc((size_t)n_rows * H * sizeof(float));
+    g->mtp_logits = malloc((size_t)n_rows * (size_t)c->n_vocab * sizeof(float));
+    g->mtp_rows = malloc((size_t)n_rows * sizeof *g->mtp_rows);
+    g->mtp_seqs = malloc((size_t)p.max_running * sizeof *g->mtp_seqs);
+    g->mtp_req = malloc((size_t)p.max_running * sizeof *g->mtp_req);
+    if (!s && (!g->hidden || !g->mtp_hidden_in || !g->mtp_hidden_out || !g->mtp_logits || !g->mtp_rows ||
+               !g->mtp_seqs || !g->mtp_req))
+        s = ds_fail(e, DS_ENOMEM, "engine: out of memory for step tables");
     g->running = calloc((size_t)p.max_running, sizeof *g->running);
     g->rows = calloc((size_t)n_rows, sizeof *g->rows);
     g->seqs = calloc((size_t)p.max_running, sizeof *g->seqs);
     g->seq_req = calloc((size_t)p.max_running, sizeof *g->seq_req);
     g->seq_first_row = calloc((size_t)p.max_running, sizeof *g->seq_first_row);
     g->seq_n_rows = calloc((size_t)p.max_running, sizeof *g->seq_n_rows);
-    g->logits = malloc((size_t)p.max_running * (size_t)c->n_vocab * sizeof *g->logits);
+    g->logits = malloc((size_t)n_rows * (size_t)c->n_vocab * sizeof *g->logits);
     g->lookup_pages = malloc(((size_t)g->max_seq / (size_t)p.page_size + 1) * sizeof *g->lookup_pages);
     if (!s && (!g->running || !g->rows || !g->seqs || !g->seq_req || !g->seq_first_row || !g->seq_n_rows ||
                !g->logits || !g->lookup_pages || ds_sampler_scratch_init(&g->scratch, c->n_vocab)))
@@ -190,6 +165,17 @@ void ds_engine_free(ds_engine *g) {
     ds_id_pool_free(&g->pages);
     ds_id_pool_free(&g->slots);
     ds_id_pool_free(&g->ckpts);
+    ds_id_pool_free(&g->vslots);
+    ds_id_pool_free(&g->qslots);
+    ds_kv_pool_free(&g->mtp_kv);
+    free(g->hidden);
+    free(g->mtp_hidden_in);
+    free(g->mtp_hidden_out);
+    free(g->mtp_logits);
+    free(g->mtp_rows);
+    free(g->mtp_seqs);
+    free(g->mtp_req);
+    free(g->q_store);
     free(g->running);
     free(g->rows);
     free(g->seqs);
@@ -244,6 +230,9 @@ uint64_t ds_engine_submit(ds_engine *g, const ds_request_params *rp, ds_err *e) 
     r->p.stop_ids = r->stop_copy;
     r->n_tokens = r->n_prompt = rp->n_prompt;
     r->slot = -1;
+    r->k = g->spec_max;
+    r->qslot = -1;
+    r->accept_ema = 0.5f;
     ds_sampler_init(&r->sampler, &rp->sampling);
     pthread_mutex_lock(&g->mu);
     if (g->p.max_queue > 0 && g->n_inbox + g->stats.waiting >= g->p.max_queue) {
@@ -290,10 +279,15 @@ void ds_engine_stats_get(ds_engine *g, ds_engine_stats *st) {
 /* --- engine thread --- */
 
 static void release_memory(ds_engine *g, req *r) {
+    ds_spec_release(g, r);
     for (int i = 0; i < r->n_pages; i++) ds_id_unref(&g->pages, r->pages[i]);
     r->n_pages = 0;
     if (r->slot >= 0) ds_id_unref(&g->slots, r->slot);
     r->slot = -1;
+    if (r->qslot >= 0) ds_id_unref(&g->qslots, r->qslot);
+    r->qslot = -1;
+    r->q = NULL;
+    r->n_drafts = 0;
 }
 
 static void remove_running(ds_engine *g, req *r) {
@@ -444,6 +438,8 @@ static int admit(ds_engine *g) {
                 if (r->n_generated == 0) r->n_cached = reused;
             }
         }
+        if (g->q_store && r->sampler.p.temperature > 0 && (r->qslot = ds_id_get(&g->qslots)) >= 0)
+            r->q = g->q_store + (size_t)r->qslot * (size_t)g->spec_max * (size_t)g->cfg->n_vocab;
         r->running_index = g->n_running;
         g->running[g->n_running++] = r;
         admitted++;
@@ -478,7 +474,7 @@ static int chunk_end(const ds_engine *g, const req *r, ds_seq_mode *mode) {
     return end;
 }
 
-static int ensure_pages(ds_engine *g, req *r, int upto) {
+int ds_engine_ensure_pages(ds_engine *g, req *r, int upto) {
     int need = (upto + g->p.page_size - 1) / g->p.page_size;
     while (r->n_pages < need) {
         int id = get_page(g);
@@ -517,9 +513,7 @@ static void top_logprobs(const float *logits, int V, int k, ds_event *ev) {
     }
 }
 
-/* After a forward: the request whose computed positions reached its last token samples the next one. */
-static void sample_next(ds_engine *g, req *r, const float *logits) {
-    int32_t t = ds_sampler_sample(&r->sampler, logits, r->tokens + r->n_prompt, r->n_generated, &g->scratch);
+int ds_engine_append(ds_engine *g, req *r, int32_t t, const float *logits) {
     r->tokens[r->n_tokens++] = t;
     r->n_generated++;
     ds_event ev = {.id = r->id, .token = t, .n_prompt = r->n_prompt, .n_cached = r->n_cached,
@@ -532,6 +526,14 @@ static void sample_next(ds_engine *g, req *r, const float *logits) {
     pthread_mutex_unlock(&g->mu);
     if (stop) finish(g, r, DS_FINISH_STOP, NULL);
     else if (r->n_generated >= r->p.max_tokens) finish(g, r, DS_FINISH_LENGTH, NULL);
+    else return 0;
+    return 1;
+}
+
+/* After a forward: the request whose computed positions reached its last token samples the next one. */
+static int sample_next(ds_engine *g, req *r, const float *logits) {
+    int32_t t = ds_sampler_sample(&r->sampler, logits, r->tokens + r->n_prompt, r->n_generated, &g->scratch);
+    return ds_engine_append(g, r, t, logits);
 }
 
 /* After a prefill chunk that ended on a checkpoint position (an interval
@@ -573,9 +575,17 @@ int ds_engine_step(ds_engine *g) {
             if (pass == 0 ? !is_decode : is_decode) continue;
             ds_seq_mode mode;
             int end = chunk_end(g, r, &mode);
+            if (is_decode) {
+                int rows = ds_spec_plan(g, r); /* 1, or 1 + drafts to verify */
+                if (rows > 1) mode = DS_SEQ_VERIFY;
+                end = r->n_computed + rows;
+            }
             int n = end - r->n_computed;
-            if (n > budget || n <= 0) continue;
-            if (ensure_pages(g, r, end) != 0) {
+            if (n > budget || n <= 0) {
+                ds_spec_release(g, r);
+                continue;
+            }
+            if (ds_engine_ensure_pages(g, r, end) != 0) {
                 /* Out of pages even after evicting the cache: preempt the youngest request younger
                  * than r, so that the oldest always makes progress and two requests can never keep
                  * preempting each other. Without one, r waits, keeping what it has. */
@@ -586,29 +596,36 @@ int ds_engine_step(ds_engine *g) {
                 }
                 int in_batch = 0;
                 for (int s = 0; s < n_seqs; s++) in_batch |= g->seq_req[s] == victim;
+                ds_spec_release(g, r);
                 if (!victim || in_batch) continue;
                 preempt(g, victim);
                 i = -1; /* the running array changed: rescan this pass */
                 continue;
             }
             ds_batch_seq *sq = &g->seqs[n_seqs];
-            *sq = (ds_batch_seq){.mode = mode, .pages = r->pages,
-                                 .n_pages = r->n_pages, .state_slot = g->hybrid ? r->slot : 0};
+            *sq = (ds_batch_seq){.mode = mode, .pages = r->pages, .n_pages = r->n_pages,
+                                 .state_slot = g->hybrid ? r->slot : 0,
+                                 .verify_slots = mode == DS_SEQ_VERIFY ? r->vslots : NULL};
+            r->step_first_pos = r->n_computed;
+            r->step_hidden_row = n_rows;
             g->seq_req[n_seqs] = r;
             r->scheduled_step = g->step_no;
             g->seq_first_row[n_seqs] = n_rows;
             g->seq_n_rows[n_seqs] = n;
             for (int k = 0; k < n; k++) {
                 int pos = r->n_computed + k;
+                /* verify rows: the pending token, then the drafts (kept past n_tokens) */
                 g->rows[n_rows++] = (ds_batch_token){.token = r->tokens[pos], .seq = n_seqs, .pos = pos,
-                                                     .want_logits = pos == r->n_tokens - 1};
+                                                     .want_logits = mode == DS_SEQ_VERIFY || pos == r->n_tokens - 1,
+                                                     .want_hidden = g->spec_max > 0};
             }
             n_seqs++;
             budget -= n;
         }
     }
     if (n_rows > 0) {
-        ds_batch b = {.tokens = g->rows, .n_tokens = n_rows, .seqs = g->seqs, .n_seqs = n_seqs, .logits = g->logits};
+        ds_batch b = {.tokens = g->rows, .n_tokens = n_rows, .seqs = g->seqs, .n_seqs = n_seqs, .logits = g->logits,
+                      .hidden = g->hidden};
         ds_err e = {0};
         ds_state_pool empty = {0};
         ds_status s = ds_model_forward(g->model, &g->kv, g->hybrid ? &g->st : &empty, &b, &e);
@@ -620,21 +637,28 @@ int ds_engine_step(ds_engine *g) {
             pthread_mutex_lock(&g->mu);
             g->stats.steps++;
             pthread_mutex_unlock(&g->mu);
+            int n_live = 0;
+            size_t V = (size_t)g->cfg->n_vocab;
             for (int k = 0; k < n_seqs; k++) {
                 req *r = g->seq_req[k];
-                int was_prefill = g->seqs[k].mode == DS_SEQ_PREFILL;
-                if (was_prefill) {
+                ds_seq_mode mode = g->seqs[k].mode;
+                int done = 0;
+                if (mode == DS_SEQ_PREFILL) {
                     pthread_mutex_lock(&g->mu);
                     g->stats.prompt_tokens += g->seq_n_rows[k];
                     pthread_mutex_unlock(&g->mu);
                 }
-                r->n_computed += g->seq_n_rows[k];
-                if (was_prefill) take_checkpoint(g, r);
-                if (r->n_computed == r->n_tokens) {
-                    sample_next(g, r, g->logits + (size_t)logit_row * g->cfg->n_vocab);
-                    logit_row++;
+                if (mode == DS_SEQ_VERIFY) {
+                    done = ds_spec_accept(g, r, g->logits + (size_t)logit_row * V);
+                    logit_row += g->seq_n_rows[k];
+                } else {
+                    r->n_computed += g->seq_n_rows[k];
+                    if (mode == DS_SEQ_PREFILL) take_checkpoint(g, r);
+                    if (r->n_computed == r->n_tokens) done = sample_next(g, r, g->logits + (size_t)logit_row++ * V);
                 }
+                if (!done) g->seq_req[n_live++] = r; /* finished requests are freed: keep only the live */
             }
+            if (g->spec_max) ds_spec_draft(g, g->seq_req, n_live);
         }
     }
     pthread_mutex_lock(&g->mu);

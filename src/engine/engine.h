@@ -40,7 +40,11 @@ typedef struct {
     int checkpoint_interval;    /* prefill tokens between checkpoints (multiple of 64; 0: prompt end only) */
     int prefix_cache;           /* 0: off */
     int max_queue;              /* waiting requests accepted (0: unlimited) */
+    int spec_tokens;            /* MTP drafts per step, at most (0: no speculation; models without an MTP head never speculate) */
+    size_t spec_state_bytes;    /* DeltaNet snapshots kept during verification (k+1 per speculating sequence) */
 } ds_engine_params;
+
+#define DS_MAX_SPEC 8
 
 void ds_engine_defaults(ds_engine_params *p);
 
@@ -84,6 +88,8 @@ typedef struct {
     int64_t prefix_query_tokens, prefix_hit_tokens, checkpoint_restores;
     int64_t evicted_pages, evicted_checkpoints, preemptions;
     int64_t prompt_tokens, generated_tokens, steps;
+    int64_t spec_drafted, spec_accepted, spec_verify_steps; /* MTP drafts made and accepted, verify passes */
+    int64_t spec_accept_hist[9];  /* verify passes by number of drafts accepted (0..DS_MAX_SPEC) */
     int64_t started, finished, aborted, failed;
 } ds_engine_stats;
 

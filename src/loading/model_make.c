@@ -138,6 +138,13 @@ ds_dtype ds_make_gguf_type(const ds_model_config *c, const ds_tensor_spec *s, co
          * projections (attn_v, and attn_qkv of GDN layers) and down projections of
          * the layers use_more_bits picks, counting the MTP block as a layer */
         int more = 0;
+        if (c->n_expert == 8) {
+            /* and its special case for 8-expert models: Q8_0 for attn_k, attn_v and attn_qkv, Q5_K for attn_output */
+            if (ends_with(s->name, "attn_k.weight") || ends_with(s->name, "attn_v.weight") ||
+                ends_with(s->name, "attn_qkv.weight"))
+                return fit_blocks(DS_Q8_0, s->ne[0]);
+            if (ends_with(s->name, "attn_output.weight")) return fit_blocks(DS_Q5_K, s->ne[0]);
+        }
         if (strcmp(s->name, "output.weight") == 0 || (c->tied_embeddings && s->kind == DS_TK_EMBED)) more = 1;
         else if (ends_with(s->name, "attn_v.weight") || ends_with(s->name, "attn_qkv.weight") ||
                  strstr(s->name, "ffn_down"))
@@ -174,6 +181,7 @@ typedef struct {
     spec_list specs;
     ds_progress progress;
     uint64_t total_elems;
+    float mtp_beta;             /* --mtp-agree perturbation */
 } maker;
 
 static int64_t spec_elems(const ds_tensor_spec *s) { return s->ne[0] * s->ne[1] * s->ne[2]; }
@@ -204,6 +212,11 @@ static ds_status setup(maker *mk, ds_err *e) {
     if (mk->vocab.eot_id >= 0) mk->cfg.eos_ids[mk->cfg.n_eos++] = mk->vocab.eot_id;
     mk->cfg.pad_id = mk->vocab.pad_id;
     if ((s = ds_model_config_check(&mk->cfg, o->shape, e))) return s;
+    float agree;
+    if ((s = ds_make_mtp_calibrate(&mk->cfg, o, &mk->mtp_beta, &agree, e))) return s;
+    if (o->mtp_agree_set)
+        fprintf(stderr, "make-model: MTP head agrees with the model on %.0f%% of sampled tokens (asked %.0f%%)\n",
+                100.0 * agree, 100.0 * o->mtp_agree);
     ds_model_for_each_spec(&mk->cfg, collect, &mk->specs);
     for (int i = 0; i < mk->specs.n; i++) mk->total_elems += (uint64_t)spec_elems(&mk->specs.specs[i]);
     return DS_OK;
@@ -298,7 +311,7 @@ static ds_status write_gguf(maker *mk, ds_err *e) {
         size_t bytes = ds_dtype_row_bytes(types[i], s->ne[0]) * (size_t)s->ne[1];
         /* one expert matrix at a time keeps memory at one matrix, whatever the expert count */
         for (int64_t x = 0; x < s->ne[2] && !st; x++) {
-            ds_make_values(&mk->cfg, s, mk->o->seed, mk->o->scale, (int)x, vals);
+            ds_make_values_ex(&mk->cfg, s, mk->o, mk->mtp_beta, (int)x, vals);
             ds_make_to_gguf_form(&mk->cfg, s, vals);
             for (int64_t r = 0; r < s->ne[1]; r++)
                 ds_quantize_row(types[i], vals + r * s->ne[0], out + r * ds_dtype_row_bytes(types[i], s->ne[0]), s->ne[0]);
@@ -604,7 +617,7 @@ static ds_status write_shard(maker *mk, hf_list *l, int shard, int n_shards, ds_
         for (int x = first; x < last && !bad; x++) {
             for (int half = 0; half < (en->spec_up >= 0 ? 2 : 1); half++) { /* fused: gate rows, then up rows */
                 const ds_tensor_spec *src = half ? &mk->specs.specs[en->spec_up] : s;
-                ds_make_values(&mk->cfg, src, mk->o->seed, mk->o->scale, x, vals);
+                ds_make_values_ex(&mk->cfg, src, mk->o, mk->mtp_beta, x, vals);
                 ds_quantize_row(en->type, vals, out, per);
                 bad |= fwrite(out, 1, bytes, f) != bytes;
                 ds_progress_add(&mk->progress, (uint64_t)per);

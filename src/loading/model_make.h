@@ -25,6 +25,8 @@ typedef struct {
     int hf_flat;                /* HF: text-only ForCausalLM layout ("model." prefix, no text_config) */
     int split_experts;          /* HF: experts as mlp.experts.<e>.<proj>.weight */
     size_t shard_bytes;         /* HF: split into shards of about this size (0: one file) */
+    int mtp_agree_set;          /* 1: make the MTP head agree with the model on mtp_agree of the tokens */
+    float mtp_agree;            /* 0..1 (see model_make_mtp.c); needs an MTP head */
 } ds_make_options;
 
 ds_status ds_make_model(const ds_make_options *o, ds_err *e);
@@ -34,6 +36,13 @@ ds_status ds_make_model(const ds_make_options *o, ds_err *e);
  * ne[0]*ne[1] floats of matrix `expert` (0 for 2-D tensors). */
 void ds_make_values(const ds_model_config *cfg, const ds_tensor_spec *s, uint64_t seed, float scale, int expert,
                     float *dst);
+/* ds_make_values plus the --mtp-agree adjustments (beta from ds_make_mtp_calibrate). */
+void ds_make_values_ex(const ds_model_config *cfg, const ds_tensor_spec *s, const ds_make_options *o, float beta,
+                       int expert, float *dst);
+/* Finds the MTP perturbation that gives o->mtp_agree; *measured is the
+ * agreement reached on a sample of tokens. Does nothing when the knob is off. */
+ds_status ds_make_mtp_calibrate(const ds_model_config *cfg, const ds_make_options *o, float *beta, float *measured,
+                                ds_err *e);
 /* Turns Hugging Face form into GGUF form in place (norm +1, -exp(A_log),
  * grouped to tiled value heads) for one matrix of tensor s. */
 void ds_make_to_gguf_form(const ds_model_config *cfg, const ds_tensor_spec *s, float *data);

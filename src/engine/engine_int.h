@@ -1,0 +1,106 @@
+/* engine_int.h - the engine's private structures, shared by engine.c (the
+ * scheduler) and speculate.c (MTP drafting and verification). */
+#ifndef DS_ENGINE_INT_H
+#define DS_ENGINE_INT_H
+
+#include <pthread.h>
+
+#include "engine/engine.h"
+#include "engine/id_pool.h"
+#include "engine/prefix_cache.h"
+
+typedef struct req {
+    uint64_t id;
+    ds_request_params p;
+    int32_t *prompt_copy, *stop_copy;
+    ds_sampler sampler;
+    int32_t *tokens;            /* prompt + generated: [cap_tokens] */
+    int n_tokens, cap_tokens;
+    int n_prompt, n_generated, n_computed, n_cached;
+    int32_t *pages;             /* page table: [cap_pages] */
+    int n_pages, cap_pages;
+    int slot;                   /* state slot, -1 while waiting */
+    int running_index;
+    int64_t scheduled_step;     /* the step that last gave it rows */
+    int aborted, fault;
+    struct req *next;           /* inbox / waiting list */
+    /* speculative decoding (speculate.c) */
+    int n_drafts;               /* drafts waiting to be verified */
+    int32_t drafts[DS_MAX_SPEC];
+    float *q;                   /* [DS_MAX_SPEC][vocab] draft distributions (sampling), or NULL */
+    int qslot;                  /* which part of the engine's q store q is (-1: none) */
+    int32_t vslots[DS_MAX_SPEC + 1]; /* verify slots held during a step */
+    int n_vslots;
+    int n_want;                 /* drafts wanted this round */
+    int k;                      /* drafts per step now (adapts to acceptance) */
+    float accept_ema;           /* recent fraction of drafts accepted */
+    int paused;                 /* steps left without drafting */
+    int step_first_pos, step_hidden_row; /* where this step's rows start (for the MTP catch-up) */
+} req;
+
+struct ds_engine {
+    ds_model *model;
+    const ds_model_config *cfg;
+    ds_engine_params p;
+    ds_kv_pool kv;
+    ds_state_pool st;
+    ds_id_pool pages, slots, ckpts;
+    ds_prefix_cache *cache;
+    int hybrid;                 /* the model has DeltaNet layers */
+    int max_seq;                /* positions one sequence may use */
+    req **running;
+    int n_running;
+    req *waiting_head, *waiting_tail;
+    int n_waiting;
+    /* per-step tables, sized once */
+    ds_batch_token *rows;
+    ds_batch_seq *seqs;
+    req **seq_req;
+    int *seq_first_row, *seq_n_rows;
+    float *logits;
+    ds_sampler_scratch scratch;
+    int32_t *lookup_pages;
+    /* shared with other threads */
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    req *inbox_head, *inbox_tail;
+    int n_inbox;
+    uint64_t *abort_ids, *fault_ids;
+    int n_abort, n_fault, cap_ids;
+    uint64_t next_id;
+    int stop;
+    int64_t step_no;            /* steps begun */
+    ds_engine_stats stats;      /* guarded by mu when read from outside */
+    /* speculative decoding */
+    int spec_max;               /* k; 0: off */
+    ds_kv_pool mtp_kv;          /* the MTP head's KV, indexed by the same page ids */
+    ds_id_pool vslots;          /* state slots for verify snapshots */
+    float *hidden;              /* [rows][H] main hidden states of this step */
+    float *mtp_hidden_in, *mtp_hidden_out, *mtp_logits; /* MTP batch buffers */
+    ds_batch_token *mtp_rows;
+    ds_batch_seq *mtp_seqs;
+    req **mtp_req;
+    float *q_store;             /* [max_running][k][vocab] draft distributions, or NULL */
+    ds_id_pool qslots;          /* parts of q_store */
+    int32_t *hist;              /* scratch history for sampling with drafts */
+};
+
+
+/* scheduler services speculate.c uses */
+int ds_engine_ensure_pages(ds_engine *g, req *r, int upto);
+/* Appends a sampled token: event, stop and length checks. Returns 1 when the
+ * request finished (and was freed). */
+int ds_engine_append(ds_engine *g, req *r, int32_t token, const float *logits);
+
+/* speculate.c */
+/* Rows a decode of r runs this step: 1, or 1 + drafts when verifying. Takes the verify slots. */
+int ds_spec_plan(ds_engine *g, req *r);
+/* After the forward: accepts drafts against the rows' logits, appends the
+ * tokens, rolls the state back. Returns 1 when the request finished. */
+int ds_spec_accept(ds_engine *g, req *r, const float *logits);
+/* After the step's tokens are in: feeds the MTP head the positions computed
+ * this step and drafts the next tokens of every speculating request. */
+void ds_spec_draft(ds_engine *g, req **reqs, int n);
+void ds_spec_release(ds_engine *g, req *r);
+
+#endif

@@ -1,0 +1,210 @@
+/* speculate.c - self-speculative decoding with the model's MTP head.
+ *
+ * Per speculating request and step:
+ *   1. verify: the pending token x and the drafts d1..dk run as one VERIFY
+ *      chunk of the step's ragged batch, keeping the DeltaNet state after each
+ *      of them in a verify slot;
+ *   2. accept: greedy requests keep the longest prefix of drafts equal to the
+ *      model's choice, plus the model's token at the first mismatch; sampling
+ *      requests accept d with probability min(1, p(d)/q(d)) and otherwise draw
+ *      from max(p - q, 0), which yields exactly the distribution of plain
+ *      sampling. The state rolls back by copying the verify slot of the last
+ *      kept position; KV past it is overwritten later;
+ *   3. draft: the MTP head is fed (h_t, x_{t+1}) for every position the step
+ *      kept (this also fills its own KV cache, prompt included), and drafts
+ *      d1 from its last row, then d2..dk one batched MTP row per request at a
+ *      time, each from its own previous output.
+ * k adapts per request to its recent acceptance, down to pausing the drafts
+ * (and the MTP head) entirely, so that a head that never agrees costs almost
+ * nothing. Runs on the engine thread. */
+#include <string.h>
+
+#include "engine/engine_int.h"
+
+#define PAUSE_STEPS 32
+
+void ds_spec_release(ds_engine *g, req *r) {
+    for (int i = 0; i < r->n_vslots; i++) ds_id_unref(&g->vslots, r->vslots[i]);
+    r->n_vslots = 0;
+}
+
+int ds_spec_plan(ds_engine *g, req *r) {
+    if (!g->spec_max || r->n_drafts == 0) return 1;
+    for (int i = 0; i <= r->n_drafts; i++) {
+        int id = ds_id_get(&g->vslots);
+        if (id < 0) { /* others took the snapshots this step: decode plainly, the drafts are dropped */
+            ds_spec_release(g, r);
+            r->n_drafts = 0;
+            return 1;
+        }
+        r->vslots[r->n_vslots++] = id;
+    }
+    return 1 + r->n_drafts;
+}
+
+static int32_t argmax(const float *p, int n) {
+    int32_t best = 0;
+    for (int i = 1; i < n; i++)
+        if (p[i] > p[best]) best = i;
+    return best;
+}
+
+static int greedy(const req *r) { return r->sampler.p.temperature <= 0.0f || r->sampler.p.top_k == 1; }
+
+/* Draws from max(p - q, 0), normalised; p is in sc->probs and is overwritten. */
+static int32_t draw_residual(ds_engine *g, req *r, const float *q) {
+    ds_sampler_scratch *sc = &g->scratch;
+    double sum = 0.0;
+    for (int i = 0; i < sc->n_vocab; i++) {
+        float d = sc->probs[i] - q[i];
+        sc->probs[i] = d > 0.0f ? d : 0.0f;
+        sum += sc->probs[i];
+    }
+    if (sum <= 0.0) return argmax(q, sc->n_vocab); /* p == q: cannot happen after a rejection; be total */
+    for (int i = 0; i < sc->n_vocab; i++) sc->probs[i] = (float)(sc->probs[i] / sum);
+    return ds_sampler_draw(&r->sampler, sc);
+}
+
+static void adapt(ds_engine *g, req *r, int drafted, int accepted) {
+    r->accept_ema = 0.5f * r->accept_ema + 0.5f * ((float)accepted / (float)drafted);
+    if (r->accept_ema < 0.2f) {
+        r->k = 0;
+        r->paused = PAUSE_STEPS;
+    } else if (r->accept_ema > 0.75f) {
+        r->k = g->spec_max;
+    } else if (r->accept_ema > 0.45f) {
+        r->k = g->spec_max > 1 ? g->spec_max - 1 : 1;
+    } else {
+        r->k = 1;
+    }
+}
+
+int ds_spec_accept(ds_engine *g, req *r, const float *logits) {
+    int k = r->n_drafts, V = g->cfg->n_vocab, base = r->n_tokens; /* tokens[base-1] is the pending token */
+    int a = 0;
+    int32_t next = -1;
+    for (int i = 0; i <= k; i++) {
+        /* the distribution the model gives after the pending token and i drafts (penalties see them) */
+        ds_sampler_probs(&r->sampler, logits + (size_t)i * V, r->tokens + r->n_prompt, base + i - r->n_prompt,
+                         &g->scratch);
+        const float *p = g->scratch.probs;
+        if (i == k) {
+            next = greedy(r) ? argmax(p, V) : ds_sampler_draw(&r->sampler, &g->scratch);
+            break;
+        }
+        int32_t d = r->drafts[i];
+        if (greedy(r)) {
+            int32_t t = argmax(p, V);
+            if (t == d) { a++; continue; }
+            next = t;
+            break;
+        }
+        const float *q = r->q + (size_t)i * V;
+        double u = ds_sampler_uniform(&r->sampler);
+        if (q[d] > 0.0f && u * q[d] < p[d]) { a++; continue; }
+        next = draw_residual(g, r, q);
+        break;
+    }
+    if (g->hybrid) ds_state_copy(&g->st, r->slot, r->vslots[a]);
+    ds_spec_release(g, r);
+    r->n_drafts = 0;
+    r->n_computed = base + a; /* the pending token and a drafts */
+    pthread_mutex_lock(&g->mu);
+    g->stats.spec_drafted += k;
+    g->stats.spec_accepted += a;
+    g->stats.spec_verify_steps++;
+    g->stats.spec_accept_hist[a]++;
+    pthread_mutex_unlock(&g->mu);
+    adapt(g, r, k, a);
+    int32_t drafts[DS_MAX_SPEC];
+    memcpy(drafts, r->drafts, sizeof drafts);
+    for (int j = 0; j < a; j++)
+        if (ds_engine_append(g, r, drafts[j], logits + (size_t)j * V)) return 1;
+    return ds_engine_append(g, r, next, logits + (size_t)a * V);
+}
+
+/* Chooses draft j of r from the MTP logits; the draft is written past n_tokens so penalties see it. */
+static void choose_draft(ds_engine *g, req *r, int j, const float *mtp_logits) {
+    ds_sampler_probs(&r->sampler, mtp_logits, r->tokens + r->n_prompt, r->n_tokens + j - r->n_prompt, &g->scratch);
+    int32_t d;
+    if (greedy(r)) {
+        d = argmax(g->scratch.probs, g->cfg->n_vocab);
+    } else {
+        memcpy(r->q + (size_t)j * g->cfg->n_vocab, g->scratch.probs, (size_t)g->cfg->n_vocab * sizeof(float));
+        d = ds_sampler_draw(&r->sampler, &g->scratch);
+    }
+    r->drafts[j] = d;
+    r->tokens[r->n_tokens + j] = d;
+    r->n_drafts = j + 1;
+}
+
+void ds_spec_draft(ds_engine *g, req **reqs, int n) {
+    size_t H = (size_t)g->cfg->n_embd, V = (size_t)g->cfg->n_vocab;
+    int n_rows = 0, n_seqs = 0;
+    /* 1. catch-up rows: (h_t, x_{t+1}) for every position this step kept */
+    for (int i = 0; i < n; i++) {
+        req *r = reqs[i];
+        r->n_drafts = 0;
+        if (r->paused > 0 && --r->paused == 0) { /* probe again, gently */
+            r->k = 1;
+            r->accept_ema = 0.5f;
+        }
+        if (r->k == 0 || (!greedy(r) && !r->q)) continue;
+        int first = r->step_first_pos, last = r->n_computed; /* positions [first, last) */
+        if (last <= first || last >= r->n_tokens) continue;
+        g->mtp_seqs[n_seqs] = (ds_batch_seq){.mode = DS_SEQ_PREFILL, .pages = r->pages, .n_pages = r->n_pages};
+        g->mtp_req[n_seqs] = r;
+        for (int p = first; p < last; p++) {
+            g->mtp_rows[n_rows] = (ds_batch_token){.token = r->tokens[p + 1], .seq = n_seqs, .pos = p,
+                                                   .want_logits = p == last - 1, .want_hidden = p == last - 1};
+            memcpy(g->mtp_hidden_in + (size_t)n_rows * H, g->hidden + (size_t)(r->step_hidden_row + p - first) * H,
+                   H * sizeof(float));
+            n_rows++;
+        }
+        n_seqs++;
+    }
+    if (n_rows == 0) return;
+    ds_batch b = {.tokens = g->mtp_rows, .n_tokens = n_rows, .seqs = g->mtp_seqs, .n_seqs = n_seqs,
+                  .logits = g->mtp_logits, .hidden = g->mtp_hidden_out};
+    ds_err e = {0};
+    if (ds_model_mtp_forward(g->model, &g->mtp_kv, &b, g->mtp_hidden_in, &e) != DS_OK) return; /* no drafts */
+    /* 2. first drafts; requests that cannot hold k more positions draft fewer */
+    int live = 0;
+    for (int s = 0; s < n_seqs; s++) {
+        req *r = g->mtp_req[s];
+        int room = r->p.max_tokens - r->n_generated - 1; /* the bonus token always comes on top */
+        if (r->cap_tokens - r->n_tokens < room) room = r->cap_tokens - r->n_tokens;
+        int k = r->k < room ? r->k : room;
+        if (r->n_tokens != r->n_computed + 1) continue; /* still in its prompt: the catch-up was all */
+        if (k <= 0 || ds_engine_ensure_pages(g, r, r->n_tokens + k) != 0) continue;
+        choose_draft(g, r, 0, g->mtp_logits + (size_t)s * V);
+        memcpy(g->mtp_hidden_in + (size_t)live * H, g->mtp_hidden_out + (size_t)s * H, H * sizeof(float));
+        g->mtp_req[live] = r;
+        g->mtp_seqs[live] = (ds_batch_seq){.mode = DS_SEQ_PREFILL, .pages = r->pages, .n_pages = r->n_pages};
+        r->n_want = k;
+        live++;
+    }
+    /* 3. further drafts, one MTP row per request at a time, each fed its own previous output */
+    for (int j = 1; j < g->spec_max && live > 0; j++) {
+        int m = 0;
+        for (int s = 0; s < live; s++) {
+            req *r = g->mtp_req[s];
+            if (r->n_want <= j) continue;
+            g->mtp_req[m] = r;
+            g->mtp_seqs[m] = (ds_batch_seq){.mode = DS_SEQ_DECODE, .pages = r->pages, .n_pages = r->n_pages};
+            g->mtp_rows[m] = (ds_batch_token){.token = r->drafts[j - 1], .seq = m, .pos = r->n_tokens - 2 + j,
+                                              .want_logits = 1, .want_hidden = 1};
+            if (m != s) memcpy(g->mtp_hidden_in + (size_t)m * H, g->mtp_hidden_in + (size_t)s * H, H * sizeof(float));
+            m++;
+        }
+        if (m == 0) break;
+        ds_batch bj = {.tokens = g->mtp_rows, .n_tokens = m, .seqs = g->mtp_seqs, .n_seqs = m,
+                       .logits = g->mtp_logits, .hidden = g->mtp_hidden_out};
+        if (ds_model_mtp_forward(g->model, &g->mtp_kv, &bj, g->mtp_hidden_in, &e) != DS_OK) break;
+        for (int s = 0; s < m; s++) {
+            choose_draft(g, g->mtp_req[s], j, g->mtp_logits + (size_t)s * V);
+            memcpy(g->mtp_hidden_in + (size_t)s * H, g->mtp_hidden_out + (size_t)s * H, H * sizeof(float));
+        }
+        live = m;
+    }
+}

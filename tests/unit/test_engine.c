@@ -185,9 +185,10 @@ static void cache_on_off(const char *shape, int n, size_t kv_bytes) {
     unload(&l);
 }
 
+
 static void test_cache_on_off_identical(void) {
-    cache_on_off("tiny", 200, (size_t)6 << 20);
-    cache_on_off("tiny-qwen3", 80, (size_t)3 << 20);
+    cache_on_off("tiny", ds_test_scaled(200), (size_t)6 << 20);
+    cache_on_off("tiny-qwen3", ds_test_scaled(80), (size_t)3 << 20);
 }
 
 static void test_batch_invariance(void) {

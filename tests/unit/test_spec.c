@@ -93,10 +93,11 @@ static int run(ds_model *m, int spec, int max_running, int n, const ds_sampling_
 
 static outs A, B;
 
+
 static void greedy_case(float agree) {
     loaded l;
     REQUIRE(load(agree, &l) == 0, "load");
-    int n = 100;
+    int n = ds_test_scaled(100);
     make_prompts(n);
     ds_sampling_params sp;
     ds_sampling_defaults(&sp);
@@ -122,7 +123,7 @@ static void greedy_case(float agree) {
         if (agree >= 0.99f) CHECK(rate > 0.8 && s1.steps < s0.steps, "a head that agrees should be accepted (%.2f)", rate);
         if (agree <= 0.01f) CHECK(rate < 0.2 && s1.spec_drafted < (long long)n * GEN / 2,
                                  "a head that never agrees should stop drafting (%lld drafted)", (long long)s1.spec_drafted);
-        if (agree > 0.3f && agree < 0.7f && conc == 0)
+        if (agree > 0.3f && agree < 0.7f && conc == 0 && n >= 100)
             for (int a = 0; a <= 3; a++)
                 CHECK(s1.spec_accept_hist[a] > 0, "accepted length %d never happened", a);
     }
@@ -137,7 +138,7 @@ static void test_greedy_identical_0(void) { greedy_case(0.0f); }
 static void test_sampling_distribution(void) {
     loaded l;
     REQUIRE(load(1.0f, &l) == 0, "load");
-    int n = 1500;
+    int n = ds_test_scaled(1500) < 1500 ? 600 : 1500;
     for (int r = 0; r < n; r++) { /* one prompt, many seeds */
         plen[r] = 6;
         for (int i = 0; i < 6; i++) prompts[r][i] = (int32_t)(100 + 37 * i);

@@ -6,6 +6,7 @@
 #define DS_TESTING_H
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 static int ds_t_failed_cases, ds_t_passed_cases, ds_t_case_failed;
@@ -44,6 +45,10 @@ static inline void ds_test_run(const char *name, void (*fn)(void)) {
     fflush(stdout);
 }
 #define RUN(fn) ds_test_run(#fn, fn)
+
+/* Under the sanitizers (make test-sanitize sets DS_SANITIZE) everything runs
+ * many times slower: heavy tests make the same checks on a fifth of the work. */
+static inline int ds_test_scaled(int n) { return getenv("DS_SANITIZE") ? n / 5 : n; }
 
 static inline int ds_test_finish(void) {
     printf("RESULT passed=%d failed=%d\n", ds_t_passed_cases, ds_t_failed_cases);

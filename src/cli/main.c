@@ -16,6 +16,7 @@ static const struct {
     {"generate", ds_cmd_generate, "complete one prompt, streaming the text"},
     {"logits", ds_cmd_logits, "raw logits and hidden states of a token list, as F32 files (for parity checks)"},
     {"perplexity", ds_cmd_perplexity, "perplexity of a text file, as llama.cpp's llama-perplexity computes it"},
+    {"chat-template", ds_cmd_chat_template, "render chat requests with a model's chat template (Jinja)"},
 };
 
 static void usage(FILE *f) {

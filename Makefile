@@ -9,7 +9,7 @@
 CC      ?= gcc
 BUILD   ?= build
 SAN     ?= 0
-PKGS    := libcjson libpcre2-8 libutf8proc
+PKGS    := libcjson libpcre2-8 libutf8proc libmicrohttpd libcurl
 CFLAGS_BASE := -std=c17 -D_GNU_SOURCE -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes \
                -Wno-unused-parameter -fno-strict-aliasing -g -Isrc \
                $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
@@ -25,6 +25,11 @@ LDFLAGS := $(OPT)
 
 LAYERS  := common kernels loading tokenizer model engine server
 LIB_SRC := $(foreach d,$(LAYERS),$(wildcard src/$(d)/*.c))
+# x86 kernels: each file is built for its own instruction set and only called
+# after a run-time check (src/kernels/cpu.c)
+ifneq ($(filter x86_64 amd64,$(shell uname -m)),)
+LIB_SRC += $(wildcard src/kernels/x86/*.c)
+endif
 CLI_SRC := $(wildcard src/cli/*.c)
 LIB_OBJ := $(LIB_SRC:%.c=$(BUILD)/%.o)
 CLI_OBJ := $(CLI_SRC:%.c=$(BUILD)/%.o)
@@ -44,6 +49,10 @@ $(BUILD)/%.o: %.c
 	@mkdir -p $(dir $@)
 	@echo "  CC      $<"
 	@$(CC) $(CFLAGS) -MMD -MP -c $< -o $@
+
+$(BUILD)/src/kernels/x86/%_avx2.o: CFLAGS += -ffp-contract=off -mavx2 -mfma -mf16c
+$(BUILD)/src/kernels/x86/%_avx512.o: CFLAGS += -ffp-contract=off -mavx2 -mfma -mf16c -mavx512f -mavx512bw -mavx512vl -mavx512dq -mavx512vnni
+$(BUILD)/src/kernels/x86/%_avx512bf16.o: CFLAGS += -ffp-contract=off -mavx2 -mfma -mf16c -mavx512f -mavx512bw -mavx512vl -mavx512dq -mavx512bf16
 
 $(BUILD)/libdeltaserve.a: $(LIB_OBJ)
 	@rm -f $@
@@ -77,8 +86,53 @@ test-sanitize: deps
 run: deps
 	$(MAKE) all
 	$(BIN) info -m $(DEFAULT_MODEL)
+	$(BIN) serve
 
 clean:
 	rm -rf build build-san
 
 -include $(LIB_OBJ:.o=.d) $(CLI_OBJ:.o=.d)
+
+# --- fuzzing (fuzz/, libFuzzer with clang) ---
+#   make fuzz         builds every fuzz/fuzz_*.c target into build-fuzz/
+#   make fuzz-smoke   replays fuzz/regressions, then runs each target for
+#                     FUZZ_SECONDS (default 20) on a copy of its seed corpus
+# The library is compiled with -fsanitize=fuzzer-no-link,address,undefined,
+# the targets are linked with -fsanitize=fuzzer,address,undefined.
+FUZZ_CC      ?= clang
+FUZZ_BUILD   := build-fuzz
+FUZZ_SECONDS ?= 20
+FUZZ_SAN     := -fsanitize=address,undefined -fno-sanitize-recover=undefined
+FUZZ_CFLAGS  := $(CFLAGS_BASE) -Wno-error -O1 -fno-omit-frame-pointer $(FUZZ_SAN)
+FUZZ_LIB_SRC := $(foreach d,common kernels loading tokenizer server,$(wildcard src/$(d)/*.c))
+FUZZ_LIB_OBJ := $(FUZZ_LIB_SRC:%.c=$(FUZZ_BUILD)/%.o)
+FUZZ_SRC     := $(wildcard fuzz/fuzz_*.c)
+FUZZ_BIN     := $(FUZZ_SRC:fuzz/%.c=$(FUZZ_BUILD)/%)
+
+.PHONY: fuzz fuzz-bin fuzz-smoke fuzz-clean
+fuzz:
+	@DS_SETUP_FUZZ=1 bash scripts/setup.sh
+	$(MAKE) fuzz-bin
+
+fuzz-bin: $(FUZZ_BIN)
+
+$(FUZZ_BUILD)/src/%.o: src/%.c
+	@mkdir -p $(dir $@)
+	@echo "  FUZZCC  $<"
+	@$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer-no-link -MMD -MP -c $< -o $@
+
+$(FUZZ_BUILD)/libdeltaserve.a: $(FUZZ_LIB_OBJ)
+	@rm -f $@
+	@ar rcs $@ $^
+
+$(FUZZ_BUILD)/fuzz_%: fuzz/fuzz_%.c fuzz/fuzz.h $(FUZZ_BUILD)/libdeltaserve.a
+	@echo "  FUZZ    $@"
+	@$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer -o $@ $< $(FUZZ_BUILD)/libdeltaserve.a $(LDLIBS)
+
+fuzz-smoke: fuzz
+	@FUZZ_SECONDS=$(FUZZ_SECONDS) FUZZ_BUILD=$(FUZZ_BUILD) bash scripts/fuzz_smoke.sh
+
+fuzz-clean:
+	rm -rf $(FUZZ_BUILD)
+
+-include $(FUZZ_LIB_OBJ:.o=.d)

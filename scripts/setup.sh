@@ -5,9 +5,15 @@
 # Safe to run again; does nothing when everything is there.
 set -euo pipefail
 
-debs=(gcc make pkg-config libcjson-dev libpcre2-dev libutf8proc-dev python3 python3-numpy nodejs)
+debs=(gcc make pkg-config libcjson-dev libpcre2-dev libutf8proc-dev libmicrohttpd-dev libcurl4-openssl-dev python3 python3-numpy nodejs)
 # Debian's npm is a package of its own; other builds of nodejs bring npm with them
 command -v npm >/dev/null 2>&1 || debs+=(npm)
+# make fuzz (DS_SETUP_FUZZ=1): clang and its libFuzzer runtime (libclang_rt.fuzzer, in libclang-rt-N-dev)
+if [ "${DS_SETUP_FUZZ:-0}" = 1 ]; then
+    debs+=(clang)
+    clang_major=$(clang --version 2>/dev/null | sed -n 's/.*clang version \([0-9]*\).*/\1/p' | head -n 1)
+    debs+=("libclang-rt-${clang_major:-14}-dev")
+fi
 missing=()
 for p in "${debs[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
@@ -34,4 +40,12 @@ ct_dir="$(cd "$(dirname "$0")/.." && pwd)/tests/chat_template"
 if [ ! -d "$ct_dir/node_modules" ]; then
     echo "setup: installing npm packages in tests/chat_template"
     (cd "$ct_dir" && npm ci --no-audit --no-fund) || echo "setup: npm ci in tests/chat_template failed" >&2
+fi
+
+# The server tests' client (the official openai package), pinned by package-lock.json.
+# Without it only tests/cli/test_server.sh fails, so a failure here does not stop the build.
+srv_dir="$(cd "$(dirname "$0")/.." && pwd)/tests/server"
+if [ ! -d "$srv_dir/node_modules" ]; then
+    echo "setup: installing npm packages in tests/server"
+    (cd "$srv_dir" && npm ci --no-audit --no-fund) || echo "setup: npm ci in tests/server failed" >&2
 fi

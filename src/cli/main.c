@@ -16,7 +16,11 @@ static const struct {
     {"generate", ds_cmd_generate, "complete one prompt, streaming the text"},
     {"logits", ds_cmd_logits, "raw logits and hidden states of a token list, as F32 files (for parity checks)"},
     {"perplexity", ds_cmd_perplexity, "perplexity of a text file, as llama.cpp's llama-perplexity computes it"},
+    {"bench", ds_cmd_bench, "prefill and decode speed, batched decode, memory and bandwidth (like llama-bench)"},
     {"chat-template", ds_cmd_chat_template, "render chat requests with a model's chat template (Jinja)"},
+    {"serve", ds_cmd_serve, "OpenAI-compatible HTTP server (chat, completions, models, health, metrics)"},
+    {"canary", ds_cmd_canary, "check an OpenAI-compatible server's chat answers end to end (exit 1 on any failure)"},
+    {"bench-serve", ds_cmd_bench_serve, "benchmark a running server like vllm bench serve (TTFT, TPOT, ITL, throughput)"},
 };
 
 static void usage(FILE *f) {

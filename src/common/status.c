@@ -5,12 +5,20 @@
 #include <stdio.h>
 #include <string.h>
 
+/* Messages quote names and values from files, which may hold any bytes:
+ * control characters become '?' so that a message stays one line. */
+static void one_line(char *msg) {
+    for (char *p = msg; *p; p++)
+        if ((unsigned char)*p < 0x20 || *p == 0x7f) *p = '?';
+}
+
 ds_status ds_fail(ds_err *e, ds_status code, const char *fmt, ...) {
     if (e) {
         va_list ap;
         va_start(ap, fmt);
         vsnprintf(e->msg, sizeof e->msg, fmt, ap);
         va_end(ap);
+        one_line(e->msg);
         e->code = code;
     }
     return code;
@@ -34,6 +42,7 @@ void ds_err_prefix(ds_err *e, const char *fmt, ...) {
     size_t m = strnlen(old, rest);
     memcpy(e->msg + n + 2, old, m);
     e->msg[n + 2 + m] = '\0';
+    one_line(e->msg);
 }
 
 const char *ds_status_name(ds_status s) {

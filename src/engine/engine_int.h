@@ -35,6 +35,7 @@ typedef struct req {
     int k;                      /* drafts per step now (adapts to acceptance) */
     float accept_ema;           /* recent fraction of drafts accepted */
     int paused;                 /* steps left without drafting */
+    int pause_len;              /* length of the last pause (doubles while probes fail) */
     int step_first_pos, step_hidden_row; /* where this step's rows start (for the MTP catch-up) */
 } req;
 

@@ -22,6 +22,7 @@
 #include "engine/engine_int.h"
 
 #define PAUSE_STEPS 32
+#define PAUSE_MAX 1024
 
 void ds_spec_release(ds_engine *g, req *r) {
     for (int i = 0; i < r->n_vslots; i++) ds_id_unref(&g->vslots, r->vslots[i]);
@@ -68,9 +69,13 @@ static int32_t draw_residual(ds_engine *g, req *r, const float *q) {
 static void adapt(ds_engine *g, req *r, int drafted, int accepted) {
     r->accept_ema = 0.5f * r->accept_ema + 0.5f * ((float)accepted / (float)drafted);
     if (r->accept_ema < 0.2f) {
+        /* each failed probe doubles the pause: a head that never agrees ends up costing one
+         * probe every thousand tokens */
+        r->pause_len = r->pause_len ? (r->pause_len * 2 < PAUSE_MAX ? r->pause_len * 2 : PAUSE_MAX) : PAUSE_STEPS;
         r->k = 0;
-        r->paused = PAUSE_STEPS;
+        r->paused = r->pause_len;
     } else if (r->accept_ema > 0.75f) {
+        r->pause_len = 0;
         r->k = g->spec_max;
     } else if (r->accept_ema > 0.45f) {
         r->k = g->spec_max > 1 ? g->spec_max - 1 : 1;

@@ -81,11 +81,10 @@ static ds_status skip_value(cursor *c, uint32_t t, uint64_t count, const char *k
     if (t == DS_GGUF_STRING) {
         for (uint64_t i = 0; i < count; i++) {
             ds_str tmp;
-            ds_status s = rd_str(c, &tmp, "string value");
-            if (s) {
-                ds_err_prefix(c->e, "key '%s' element %llu", key, (unsigned long long)i);
-                return s;
-            }
+            char what[200];
+            snprintf(what, sizeof what, "string %llu of key '%s'", (unsigned long long)i, key);
+            ds_status s = rd_str(c, &tmp, what);
+            if (s) return s;
         }
         return DS_OK;
     }
@@ -111,16 +110,20 @@ static ds_status parse_kv(cursor *c, ds_gguf *g) {
         for (uint64_t j = 0; j < i; j++)
             if (g->kv[j].key.len == kv->key.len && memcmp(g->kv[j].key.ptr, kv->key.ptr, kv->key.len) == 0)
                 return ds_fail(c->e, DS_ECORRUPT, "%s: metadata key '%s' appears twice (byte %zu)", c->path, key, at);
-        if ((s = rd_u32(c, &kv->type, "metadata type"))) return s;
+        char what[200]; /* names the key in a message about its own bytes running out */
+        snprintf(what, sizeof what, "the type of key '%s'", key);
+        if ((s = rd_u32(c, &kv->type, what))) return s;
         if (kv->type >= DS_GGUF_TYPE_COUNT)
             return ds_fail(c->e, DS_ECORRUPT, "%s: key '%s' has unknown value type %u (byte %zu)", c->path, key,
                            kv->type, c->pos - 4);
         if (kv->type == DS_GGUF_ARRAY) {
-            if ((s = rd_u32(c, &kv->arr_type, "array element type"))) return s;
+            snprintf(what, sizeof what, "the element type of key '%s'", key);
+            if ((s = rd_u32(c, &kv->arr_type, what))) return s;
             if (kv->arr_type >= DS_GGUF_TYPE_COUNT || kv->arr_type == DS_GGUF_ARRAY)
                 return ds_fail(c->e, DS_ECORRUPT, "%s: key '%s' is an array of unsupported type %u (byte %zu)",
                                c->path, key, kv->arr_type, c->pos - 4);
-            if ((s = rd_u64(c, &kv->arr_len, "array length"))) return s;
+            snprintf(what, sizeof what, "the array length of key '%s'", key);
+            if ((s = rd_u64(c, &kv->arr_len, what))) return s;
             kv->val = c->buf + c->pos;
             kv->val_offset = c->pos;
             if ((s = skip_value(c, kv->arr_type, kv->arr_len, key))) return s;
@@ -148,7 +151,9 @@ static ds_status parse_tensor_infos(cursor *c, ds_gguf *g) {
                            c->path, (unsigned long long)i, at, (unsigned long long)name.len, GGUF_MAX_NAME - 1);
         memcpy(t->name, name.ptr, (size_t)name.len);
         t->name[name.len] = '\0';
-        if ((s = rd_u32(c, &t->n_dims, "tensor n_dims"))) return s;
+        char what[128]; /* names the tensor in a message about its own bytes running out */
+        snprintf(what, sizeof what, "n_dims of tensor '%s'", t->name);
+        if ((s = rd_u32(c, &t->n_dims, what))) return s;
         if (t->n_dims < 1 || t->n_dims > DS_GGUF_MAX_DIMS)
             return ds_fail(c->e, DS_ECORRUPT, "%s: tensor '%s' has %u dimensions (1..%d allowed)", c->path,
                            t->name, t->n_dims, DS_GGUF_MAX_DIMS);
@@ -156,7 +161,8 @@ static ds_status parse_tensor_infos(cursor *c, ds_gguf *g) {
         for (int d = 0; d < DS_GGUF_MAX_DIMS; d++) t->ne[d] = 1;
         for (uint32_t d = 0; d < t->n_dims; d++) {
             uint64_t ne;
-            if ((s = rd_u64(c, &ne, "tensor dimension"))) return s;
+            snprintf(what, sizeof what, "dimension %u of tensor '%s'", d, t->name);
+            if ((s = rd_u64(c, &ne, what))) return s;
             if (ne == 0 || ne > (uint64_t)INT64_MAX / (uint64_t)n_elems)
                 return ds_fail(c->e, DS_ECORRUPT, "%s: tensor '%s' dimension %u is %llu: zero or too large",
                                c->path, t->name, d, (unsigned long long)ne);
@@ -164,7 +170,8 @@ static ds_status parse_tensor_infos(cursor *c, ds_gguf *g) {
             n_elems *= (int64_t)ne;
         }
         uint32_t gtype;
-        if ((s = rd_u32(c, &gtype, "tensor type"))) return s;
+        snprintf(what, sizeof what, "the type of tensor '%s'", t->name);
+        if ((s = rd_u32(c, &gtype, what))) return s;
         if (ds_dtype_from_gguf(gtype, &t->type) != 0)
             return ds_fail(c->e, DS_EUNSUPPORTED, "%s: tensor '%s' has ggml type %u, which deltaserve does not read",
                            c->path, t->name, gtype);
@@ -172,12 +179,17 @@ static ds_status parse_tensor_infos(cursor *c, ds_gguf *g) {
         if (t->ne[0] % ti->block_elems != 0)
             return ds_fail(c->e, DS_ECORRUPT, "%s: tensor '%s' row of %lld elements is not a multiple of the %s block (%d)",
                            c->path, t->name, (long long)t->ne[0], ti->name, ti->block_elems);
-        uint64_t row_bytes = ds_dtype_row_bytes(t->type, t->ne[0]);
+        /* blocks * block bytes can overflow even though the element count fits */
+        uint64_t blocks = (uint64_t)t->ne[0] / (uint64_t)ti->block_elems;
+        if (blocks > UINT64_MAX / (uint64_t)ti->block_bytes)
+            return ds_fail(c->e, DS_ECORRUPT, "%s: tensor '%s' byte size overflows", c->path, t->name);
+        uint64_t row_bytes = blocks * (uint64_t)ti->block_bytes;
         uint64_t n_rows = (uint64_t)(n_elems / t->ne[0]);
         if (n_rows > UINT64_MAX / row_bytes)
             return ds_fail(c->e, DS_ECORRUPT, "%s: tensor '%s' byte size overflows", c->path, t->name);
         t->nbytes = (size_t)(row_bytes * n_rows);
-        if ((s = rd_u64(c, &t->offset, "tensor offset"))) return s;
+        snprintf(what, sizeof what, "the offset of tensor '%s'", t->name);
+        if ((s = rd_u64(c, &t->offset, what))) return s;
         for (uint64_t j = 0; j < i; j++)
             if (strcmp(g->tensors[j].name, t->name) == 0)
                 return ds_fail(c->e, DS_ECORRUPT, "%s: tensor '%s' appears twice", c->path, t->name);
@@ -304,7 +316,7 @@ ds_status ds_gguf_get_u32(const ds_gguf *g, const char *key, uint32_t *out, ds_e
     const ds_gguf_kv *kv = ds_gguf_find(g, key);
     if (!kv) return ds_fail(e, DS_ENOTFOUND, "%s: key '%s' is missing", g->path, key);
     int64_t v;
-    int big;
+    int big = 0;
     if (kv->type == DS_GGUF_ARRAY || int_at(kv->type, kv->val, 0, &v, &big) != 0) {
         if (big) return ds_fail(e, DS_ECORRUPT, "%s: key '%s' is out of range", g->path, key);
         return wrong_type(g, kv, "an integer", e);

@@ -39,7 +39,7 @@ struct ds_gguf_writer {
 
 static void put(ds_gguf_writer *w, const void *src, size_t n) {
     bytes *b = &w->kv;
-    if (w->oom) return;
+    if (w->oom || n == 0) return; /* n == 0: src may be NULL (an empty array) */
     if (b->len + n > b->cap) {
         size_t cap = b->cap ? b->cap : 4096;
         while (cap < b->len + n) cap *= 2;
@@ -58,8 +58,12 @@ static void put_str(ds_gguf_writer *w, const char *s) { put_strn(w, s, strlen(s)
 static void key(ds_gguf_writer *w, const char *k, uint32_t type) { put_str(w, k); put_u32(w, type); w->n_kv++; }
 
 ds_gguf_writer *ds_gguf_writer_new(uint32_t alignment) {
+    if (alignment & (alignment - 1)) return NULL; /* readers accept powers of two only */
     ds_gguf_writer *w = calloc(1, sizeof *w);
-    if (w) w->alignment = alignment ? alignment : 32;
+    if (!w) return NULL;
+    w->alignment = alignment ? alignment : 32;
+    /* readers assume 32 unless the file says otherwise */
+    if (w->alignment != 32) ds_gguf_writer_u32(w, "general.alignment", w->alignment);
     return w;
 }
 

@@ -16,6 +16,9 @@
 
 typedef struct ds_gguf_writer ds_gguf_writer;
 
+/* alignment: a power of two (0 means the default, 32); any other value is
+ * recorded as general.alignment, which callers must then not add themselves.
+ * Returns NULL when out of memory or for an alignment that is not a power of two. */
 ds_gguf_writer *ds_gguf_writer_new(uint32_t alignment);
 void ds_gguf_writer_free(ds_gguf_writer *w);
 

@@ -7,6 +7,7 @@
  * loses its middle axis, fused and split MoE experts become 3-D stacks.
  * Vision tensors are skipped. The GDN value-head order stays grouped. */
 #include <cjson/cJSON.h>
+#include <float.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -57,8 +58,9 @@ static ds_status get_int(cfg_reader *r, const char *name, int def, int *out) {
 }
 
 static ds_status get_float(cfg_reader *r, const cJSON *v, const char *name, float *out) {
-    if (!cJSON_IsNumber(v) || !isfinite(v->valuedouble))
-        return ds_fail(r->e, DS_ECORRUPT, "%s: field '%s' is not a number", r->path, name);
+    /* (a double beyond the float range has no float value: converting it is undefined) */
+    if (!cJSON_IsNumber(v) || !(fabs(v->valuedouble) <= FLT_MAX))
+        return ds_fail(r->e, DS_ECORRUPT, "%s: field '%s' is not a number in the float range", r->path, name);
     *out = (float)v->valuedouble;
     return DS_OK;
 }
@@ -223,7 +225,10 @@ static ds_status read_config(ds_model_file *m, const char *dir, ds_err *e) {
         s = get_int(&r, "intermediate_size", -1, &c->n_ff);
     }
     if (!s && !(s = field(&r, "eos_token_id", &v))) s = add_eos(c, v, path, "eos_token_id", e);
-    if (!s && !(s = field(&r, "pad_token_id", &v)) && cJSON_IsNumber(v)) c->pad_id = (int32_t)v->valuedouble;
+    if (!s && !(s = field(&r, "pad_token_id", &v)) && cJSON_IsNumber(v)) {
+        if (v->valuedouble >= 0 && v->valuedouble <= INT32_MAX) c->pad_id = (int32_t)v->valuedouble;
+        else s = ds_fail(e, DS_ECORRUPT, "%s: field 'pad_token_id' is not a token id", path);
+    }
     cJSON_Delete(root);
     if (s) return s;
 
@@ -425,7 +430,7 @@ static ds_status add_converted(mapper *mp, const ds_st_tensor *st, const char *s
 static ds_status add_split_expert(mapper *mp, const ds_st_tensor *st, const char *shard, int layer, int expert, int kind) {
     ds_model_file *m = mp->m;
     const ds_model_config *c = &m->cfg;
-    if (c->n_expert <= 0 || expert >= c->n_expert)
+    if (c->n_expert <= 0 || expert < 0 || expert >= c->n_expert)
         return ds_fail(mp->e, DS_ECORRUPT, "%s: tensor '%s' names expert %d, the config has %d experts", shard, st->name,
                        expert, c->n_expert);
     if (st->n_dims != 2)
@@ -448,6 +453,13 @@ static ds_status add_split_expert(mapper *mp, const ds_st_tensor *st, const char
         es->type = st->type;
         es->rows = st->shape[0];
         es->cols = st->shape[1];
+        /* each expert is a tensor of its own in the files, so the stack cannot be larger than they are:
+         * checked before allocating, since num_experts comes from config.json */
+        uint64_t files = 0, matrix = ds_dtype_row_bytes(es->type, es->cols) * (uint64_t)es->rows;
+        for (int i = 0; i < m->n_shards; i++) files += m->shards[i].map.size;
+        if (matrix && (uint64_t)c->n_expert > files / matrix)
+            return ds_fail(mp->e, DS_ECORRUPT, "%s: tensor '%s': %d experts of %llu bytes cannot be in %llu bytes of files",
+                           shard, st->name, c->n_expert, (unsigned long long)matrix, (unsigned long long)files);
         size_t bytes = ds_dtype_row_bytes(es->type, es->cols) * (size_t)es->rows * (size_t)c->n_expert;
         es->buf = ds_model_alloc(m, bytes);
         es->seen = ds_model_alloc(m, (size_t)c->n_expert);

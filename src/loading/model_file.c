@@ -45,11 +45,25 @@ size_t ds_tensor_bytes(const ds_tensor *t) {
 }
 
 ds_status ds_model_tensor_to_f32(ds_model_file *m, ds_tensor *t, ds_err *e) {
-    if (t->type == DS_F32) return DS_OK;
+    /* safetensors offsets need not be aligned: the result is always an aligned F32 array */
+    size_t align = t->type == DS_F32 ? sizeof(float) : 2;
+    int misaligned = (uintptr_t)t->data % align != 0;
+    if (t->type == DS_F32 && !misaligned) return DS_OK;
     int64_t n = n_elements(t);
     float *dst = ds_model_alloc(m, (size_t)n * sizeof(float));
     if (!dst) return ds_fail(e, DS_ENOMEM, "%s: out of memory converting tensor '%s'", m->path, t->name);
-    ds_dequantize_row(t->type, t->data, dst, n);
+    if (t->type == DS_F32) {
+        memcpy(dst, t->data, (size_t)n * sizeof(float));
+    } else if (misaligned) { /* 16-bit values at an odd address: convert from an aligned copy */
+        size_t bytes = ds_dtype_row_bytes(t->type, n);
+        void *tmp = malloc(bytes ? bytes : 1);
+        if (!tmp) return ds_fail(e, DS_ENOMEM, "%s: out of memory converting tensor '%s'", m->path, t->name);
+        memcpy(tmp, t->data, bytes);
+        ds_dequantize_row(t->type, tmp, dst, n);
+        free(tmp);
+    } else {
+        ds_dequantize_row(t->type, t->data, dst, n);
+    }
     t->data = (const uint8_t *)dst;
     t->type = DS_F32;
     t->nb2 = (size_t)t->ne[0] * (size_t)t->ne[1] * sizeof(float);

@@ -95,8 +95,10 @@ ds_status ds_make_mtp_calibrate(const ds_model_config *c, const ds_make_options 
     ds_tensor_spec on = spec_named(c, "output_norm.weight", DS_TK_NORM, H, 1);
     float *E = malloc((size_t)(V * H) * sizeof *E), *O = c->tied_embeddings ? E : malloc((size_t)(V * H) * sizeof *O);
     float *w = malloc((size_t)H * sizeof *w), *t1 = malloc((size_t)H * sizeof *t1), *t2 = malloc((size_t)H * sizeof *t2);
-    enum { N_SAMPLE = 96 };
-    int32_t want[N_SAMPLE], xs[N_SAMPLE];
+    enum { N_SAMPLE_MAX = 96 };
+    /* every probe costs N_SAMPLE x vocab x hidden: real vocabularies get a smaller sample */
+    int N_SAMPLE = (int64_t)V * H > ((int64_t)1 << 24) ? 32 : N_SAMPLE_MAX;
+    int32_t want[N_SAMPLE_MAX], xs[N_SAMPLE_MAX];
     if (!E || !O || !w || !t1 || !t2) {
         free(E);
         if (O != E) free(O);
@@ -115,7 +117,7 @@ ds_status ds_make_mtp_calibrate(const ds_model_config *c, const ds_make_options 
     }
     /* agreement falls from 1 at beta = 0 towards chance as beta grows: bisect on it */
     float lo = 0.0f, hi = 64.0f, best = 0.0f, best_rate = 1.0f;
-    for (int it = 0; it < 14; it++) {
+    for (int it = 0; it < (N_SAMPLE < N_SAMPLE_MAX ? 9 : 14); it++) {
         float beta = it == 0 ? 0.0f : 0.5f * (lo + hi);
         int agree = 0;
         for (int k = 0; k < N_SAMPLE; k++) {

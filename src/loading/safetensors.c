@@ -90,11 +90,20 @@ ds_status ds_safetensors_parse(ds_safetensors *st, const uint8_t *buf, size_t si
     if (hlen > size - 8 || hlen > DS_ST_MAX_HEADER)
         return ds_fail(e, DS_ECORRUPT, "%s: header length %llu (byte 0) is larger than the file (%zu bytes) or the 100 MiB limit",
                        name, (unsigned long long)hlen, size);
-    cJSON *root = cJSON_ParseWithLength((const char *)buf + 8, (size_t)hlen);
+    const char *end = NULL;
+    cJSON *root = cJSON_ParseWithLengthOpts((const char *)buf + 8, (size_t)hlen, &end, 0);
     if (!root) {
         const char *at = cJSON_GetErrorPtr();
         long off = at ? (long)(at - (const char *)buf) : 8;
         return ds_fail(e, DS_ECORRUPT, "%s: header is not valid JSON (near byte %ld)", name, off);
+    }
+    /* after the object only the padding may follow (spaces, as writers pad to 8 bytes) */
+    const char *hend = (const char *)buf + 8 + hlen;
+    while (end && end < hend && (*end == ' ' || *end == '\t' || *end == '\n' || *end == '\r' || *end == '\0')) end++;
+    if (end && end < hend) {
+        cJSON_Delete(root);
+        return ds_fail(e, DS_ECORRUPT, "%s: header is not valid JSON (junk at byte %ld)", name,
+                       (long)(end - (const char *)buf));
     }
     ds_status s = DS_OK;
     if (!cJSON_IsObject(root)) {
@@ -125,12 +134,16 @@ ds_status ds_safetensors_parse(ds_safetensors *st, const uint8_t *buf, size_t si
     if (!s) {
         /* the format forbids overlapping tensors; a crafted file could alias one tensor's bytes for another */
         qsort(by_offset, (size_t)st->n_tensors, sizeof *by_offset, cmp_offset);
-        for (int i = 1; i < st->n_tensors; i++)
-            if (by_offset[i]->data < by_offset[i - 1]->data + by_offset[i - 1]->nbytes) {
-                s = ds_fail(e, DS_ECORRUPT, "%s: tensors '%s' and '%s' overlap", name, by_offset[i - 1]->name,
-                            by_offset[i]->name);
+        const ds_st_tensor *last = NULL; /* the non-empty tensor reaching furthest so far */
+        for (int i = 0; i < st->n_tensors; i++) {
+            const ds_st_tensor *t = by_offset[i];
+            if (t->nbytes == 0) continue; /* an empty tensor overlaps nothing, wherever it sits */
+            if (last && t->data < last->data + last->nbytes) {
+                s = ds_fail(e, DS_ECORRUPT, "%s: tensors '%s' and '%s' overlap", name, last->name, t->name);
                 break;
             }
+            last = t;
+        }
     }
     free(by_offset);
     if (!s) {

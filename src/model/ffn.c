@@ -8,14 +8,13 @@
 #include "model/model_int.h"
 
 /* y[n][H] = down @ (silu(gate @ u) * (up @ u)) */
-static void swiglu(ds_model *m, const ds_mat *gate, const ds_mat *up, const ds_mat *down, int n, const float *u,
-                   int ldu, float *y, int ldy) {
+static void swiglu(ds_model *m, ds_w gate, ds_w up, ds_w down, int F, int n, const float *u, int ldu, float *y,
+                   int ldy) {
     ds_workspace *w = &m->ws;
-    int F = (int)gate->rows;
-    ds_matmul(w->ff1, F, gate, u, ldu, n);
-    ds_matmul(w->ff2, F, up, u, ldu, n);
-    for (size_t i = 0; i < (size_t)n * F; i++) w->ff1[i] = ds_silu(w->ff1[i]) * w->ff2[i];
-    ds_matmul(y, ldy, down, w->ff1, F, n);
+    ds_mm_out gu[2] = {{w->ff1, F, gate}, {w->ff2, F, up}};
+    ds_be_matmul(m->be, gu, 2, u, ldu, n);
+    m->be->ops->swiglu(m->be, w->ff1, w->ff2, n, F, F);
+    ds_be_matmul1(m->be, y, ldy, down, w->ff1, F, n);
 }
 
 /* Picks the top k of p[E] (ties to the lower index), renormalised to sum 1. */
@@ -35,18 +34,25 @@ static void top_k(const float *p, int E, int k, int *idx, float *wt) {
     for (int j = 0; j < k; j++) wt[j] /= sum;
 }
 
+/* Experts (spec 3.7): tokens grouped by expert, then every active expert's
+ * gate and up projections in one grouped product (each expert's weights read
+ * once), one SwiGLU over all routed rows, the down projections likewise, and
+ * each token's experts added to it in expert order, so its sum does not
+ * depend on which other tokens share the batch. */
 static void moe(ds_model *m, const ds_layer *L, int n, const float *u, float *y) {
     const ds_model_config *c = &m->cfg;
     ds_workspace *w = &m->ws;
-    int H = c->n_embd, E = c->n_expert, K = c->n_expert_used;
+    int H = c->n_embd, E = c->n_expert, K = c->n_expert_used, F = c->n_ff_exp;
     /* shared expert: y = sigmoid(g . u) * SwiGLU_shared(u) */
-    swiglu(m, &L->sh_gate, &L->sh_up, &L->sh_down, n, u, H, y, H);
+    swiglu(m, L->sh_gate, L->sh_up, L->sh_down, c->n_ff_shexp, n, u, H, y, H);
+    /* routing logits and the shared gate in one pass over u */
+    ds_mm_out r[2] = {{w->router, E, L->router}, {w->shg, 1, L->shexp_gate}};
+    ds_be_matmul(m->be, r, 2, u, H, n);
     for (int i = 0; i < n; i++) {
-        float g = ds_sigmoid(ds_dot(L->shexp_gate, u + (size_t)i * H, H));
+        float g = ds_sigmoid(w->shg[i]);
         for (int d = 0; d < H; d++) y[(size_t)i * H + d] *= g;
     }
     /* routing: softmax over all experts in F32, top-k, renormalised */
-    ds_matmul(w->router, E, &L->router, u, H, n);
     for (int i = 0; i < n; i++) {
         float *p = w->router + (size_t)i * E, mx = p[0], sum = 0.0f;
         for (int x = 1; x < E; x++) mx = p[x] > mx ? p[x] : mx;
@@ -54,26 +60,51 @@ static void moe(ds_model *m, const ds_layer *L, int n, const float *u, float *y)
         for (int x = 0; x < E; x++) p[x] /= sum;
         top_k(p, E, K, w->choice + (size_t)i * K, w->choice_w + (size_t)i * K);
     }
-    /* each expert once, over the tokens that chose it; experts are added in index order so a
-     * token's sum does not depend on which other tokens share the batch */
+    /* rows grouped by expert: expert e's rows start at w->eoff[e]; row of (i, j) in w->rowof */
+    for (int e = 0; e <= E; e++) w->eoff[e] = 0;
+    for (int q = 0; q < n * K; q++) w->eoff[w->choice[q] + 1]++;
+    for (int e = 0; e < E; e++) w->eoff[e + 1] += w->eoff[e];
+    for (int e = 0; e < E; e++) w->ecur[e] = w->eoff[e];
+    for (int i = 0; i < n; i++)
+        for (int j = 0; j < K; j++) {
+            int row = w->ecur[w->choice[(size_t)i * K + j]]++;
+            w->rowof[(size_t)i * K + j] = row;
+            memcpy(w->gather + (size_t)row * H, u + (size_t)i * H, (size_t)H * sizeof(float));
+        }
+    int ng = 0;
     for (int e = 0; e < E; e++) {
-        int cnt = 0;
-        for (int i = 0; i < n; i++)
-            for (int j = 0; j < K; j++)
-                if (w->choice[(size_t)i * K + j] == e) {
-                    w->rows[cnt] = i;
-                    w->weights[cnt] = w->choice_w[(size_t)i * K + j];
-                    memcpy(w->gather + (size_t)cnt * H, u + (size_t)i * H, (size_t)H * sizeof(float));
-                    cnt++;
-                }
+        int cnt = w->eoff[e + 1] - w->eoff[e];
         if (!cnt) continue;
-        ds_mat gate = ds_expert_mat(L->gate_exps, e), up = ds_expert_mat(L->up_exps, e),
-               down = ds_expert_mat(L->down_exps, e);
-        swiglu(m, &gate, &up, &down, cnt, w->gather, H, w->eout, H);
-        for (int r = 0; r < cnt; r++) {
-            float *yr = y + (size_t)w->rows[r] * H;
-            const float *er = w->eout + (size_t)r * H;
-            for (int d = 0; d < H; d++) yr[d] += w->weights[r] * er[d];
+        size_t r0 = (size_t)w->eoff[e];
+        w->groups[ng++] = (ds_mm_group){.x = w->gather + r0 * H, .ldx = H, .n = cnt, .n_outs = 2,
+                                         .outs = {{w->ff1 + r0 * F, F, L->gate_exps[e]}, {w->ff2 + r0 * F, F, L->up_exps[e]}}};
+    }
+    m->be->ops->matmul_grouped(m->be, w->groups, ng);
+    m->be->ops->swiglu(m->be, w->ff1, w->ff2, n * K, F, F);
+    ng = 0;
+    for (int e = 0; e < E; e++) {
+        int cnt = w->eoff[e + 1] - w->eoff[e];
+        if (!cnt) continue;
+        size_t r0 = (size_t)w->eoff[e];
+        w->groups[ng++] = (ds_mm_group){.x = w->ff1 + r0 * F, .ldx = F, .n = cnt, .n_outs = 1,
+                                         .outs = {{w->eout + r0 * H, H, L->down_exps[e]}}};
+    }
+    m->be->ops->matmul_grouped(m->be, w->groups, ng);
+    for (int i = 0; i < n; i++) {
+        /* this token's experts in index order */
+        int order[64];
+        for (int j = 0; j < K; j++) order[j] = j;
+        for (int a = 1; a < K; a++)
+            for (int b2 = a; b2 > 0 && w->choice[(size_t)i * K + order[b2]] < w->choice[(size_t)i * K + order[b2 - 1]]; b2--) {
+                int t = order[b2];
+                order[b2] = order[b2 - 1];
+                order[b2 - 1] = t;
+            }
+        float *yr = y + (size_t)i * H;
+        for (int j = 0; j < K; j++) {
+            float wt = w->choice_w[(size_t)i * K + order[j]];
+            const float *er = w->eout + (size_t)w->rowof[(size_t)i * K + order[j]] * H;
+            for (int d = 0; d < H; d++) yr[d] += wt * er[d];
         }
     }
 }
@@ -81,5 +112,5 @@ static void moe(ds_model *m, const ds_layer *L, int n, const float *u, float *y)
 void ds_ffn(ds_model *m, const ds_layer *L, int n, const float *u, float *y) {
     int H = m->cfg.n_embd;
     if (m->cfg.arch == DS_ARCH_QWEN35MOE) moe(m, L, n, u, y);
-    else swiglu(m, &L->ffn_gate, &L->ffn_up, &L->ffn_down, n, u, H, y, H);
+    else swiglu(m, L->ffn_gate, L->ffn_up, L->ffn_down, m->cfg.n_ff, n, u, H, y, H);
 }

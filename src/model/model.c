@@ -19,81 +19,190 @@ static ds_mat mat_of(const ds_tensor *t) {
     return m;
 }
 
-static const float *vec_of(const ds_tensor *t) { return t ? (const float *)t->data : NULL; }
 
-ds_mat ds_expert_mat(const ds_tensor *t, int expert) {
-    return (ds_mat){.type = t->type, .data = t->data + (size_t)expert * t->nb2, .rows = t->ne[1], .cols = t->ne[0]};
+/* Uploads one matrix (NULL tensor: none) to the backend; the model owns it. */
+static ds_status upload_mat(ds_model *m, ds_mat src, int flags, ds_w *out, ds_err *e) {
+    *out = NULL;
+    if (!src.data) return DS_OK;
+    if (m->n_owned == m->cap_owned) {
+        int cap = m->cap_owned ? 2 * m->cap_owned : 256;
+        ds_bweight **p = realloc(m->owned, (size_t)cap * sizeof *p);
+        if (!p) return ds_fail(e, DS_ENOMEM, "model: out of memory");
+        m->owned = p;
+        m->cap_owned = cap;
+    }
+    ds_bweight *w;
+    ds_status s = ds_be_weight_new(m->be, &src, flags, &w, e);
+    if (s) return s;
+    m->owned[m->n_owned++] = w;
+    *out = w;
+    return DS_OK;
 }
 
-static void bind_layer(ds_model *m, int i, ds_layer *L) {
+static ds_status upload(ds_model *m, const ds_tensor *t, ds_w *out, ds_err *e) {
+    return upload_mat(m, mat_of(t), DS_W_MATMUL, out, e);
+}
+
+/* Uploads the E matrices of an expert stack. */
+static ds_status upload_experts(ds_model *m, const ds_tensor *t, ds_w **out, ds_err *e) {
+    *out = NULL;
+    if (!t) return DS_OK;
+    int E = m->cfg.n_expert;
+    *out = calloc((size_t)E, sizeof **out);
+    if (!*out) return ds_fail(e, DS_ENOMEM, "model: out of memory");
+    for (int x = 0; x < E; x++) {
+        ds_mat mat = {.type = t->type, .data = t->data + (size_t)x * t->nb2, .rows = t->ne[1], .cols = t->ne[0]};
+        ds_status s = upload_mat(m, mat, DS_W_MATMUL, &(*out)[x], e);
+        if (s) return s;
+    }
+    return DS_OK;
+}
+
+static void *buf(ds_model *m, size_t bytes, ds_status *s, ds_err *e) {
+    if (*s) return NULL;
+    if (m->n_bufs == m->cap_bufs) {
+        int cap = m->cap_bufs ? 2 * m->cap_bufs : 64;
+        void **p = realloc(m->bufs, (size_t)cap * sizeof *p);
+        if (!p) {
+            *s = ds_fail(e, DS_ENOMEM, "model: out of memory");
+            return NULL;
+        }
+        m->bufs = p;
+        m->cap_bufs = cap;
+    }
+    void *p = ds_be_alloc(m->be, bytes ? bytes : 1);
+    if (!p) {
+        *s = ds_fail(e, DS_ENOMEM, "model: cannot allocate %zu bytes of scratch", bytes);
+        return NULL;
+    }
+    m->bufs[m->n_bufs++] = p;
+    return p;
+}
+
+/* An F32 vector (norms, conv taps, gates) copied into backend memory: the
+ * model reads nothing from the file's pages after loading, so none of them
+ * stay mapped in this process. */
+static const float *vec_of(ds_model *m, const ds_tensor *t) {
+    if (!t || m->vec_status) return NULL;
+    size_t n = 1;
+    for (int d = 0; d < t->n_dims; d++) n *= (size_t)t->ne[d];
+    float *p = buf(m, n * sizeof(float), &m->vec_status, NULL);
+    if (p) memcpy(p, t->data, n * sizeof(float));
+    return p;
+}
+
+static ds_status bind_layer(ds_model *m, int i, ds_layer *L, ds_err *e) {
     const ds_model_file *f = m->file;
     const ds_model_config *c = &m->cfg;
+    ds_status s = DS_OK;
     L->full = i >= c->n_layer || c->layer_full[i];
-    L->attn_norm = vec_of(tensor(f, i, "attn_norm.weight"));
-    L->ffn_norm = vec_of(tensor(f, i, c->arch == DS_ARCH_QWEN3 ? "ffn_norm.weight" : "post_attention_norm.weight"));
+    L->attn_norm = vec_of(m, tensor(f, i, "attn_norm.weight"));
+    L->ffn_norm = vec_of(m, tensor(f, i, c->arch == DS_ARCH_QWEN3 ? "ffn_norm.weight" : "post_attention_norm.weight"));
     if (L->full) {
-        L->wq = mat_of(tensor(f, i, "attn_q.weight"));
-        L->wk = mat_of(tensor(f, i, "attn_k.weight"));
-        L->wv = mat_of(tensor(f, i, "attn_v.weight"));
-        L->wo = mat_of(tensor(f, i, "attn_output.weight"));
-        L->q_norm = vec_of(tensor(f, i, "attn_q_norm.weight"));
-        L->k_norm = vec_of(tensor(f, i, "attn_k_norm.weight"));
+        if (!s) s = upload(m, tensor(f, i, "attn_q.weight"), &L->wq, e);
+        if (!s) s = upload(m, tensor(f, i, "attn_k.weight"), &L->wk, e);
+        if (!s) s = upload(m, tensor(f, i, "attn_v.weight"), &L->wv, e);
+        if (!s) s = upload(m, tensor(f, i, "attn_output.weight"), &L->wo, e);
+        L->q_norm = vec_of(m, tensor(f, i, "attn_q_norm.weight"));
+        L->k_norm = vec_of(m, tensor(f, i, "attn_k_norm.weight"));
     } else {
-        L->wqkv = mat_of(tensor(f, i, "attn_qkv.weight"));
-        L->wz = mat_of(tensor(f, i, "attn_gate.weight"));
-        L->wbeta = mat_of(tensor(f, i, "ssm_beta.weight"));
-        L->walpha = mat_of(tensor(f, i, "ssm_alpha.weight"));
-        L->wout = mat_of(tensor(f, i, "ssm_out.weight"));
-        L->conv = vec_of(tensor(f, i, "ssm_conv1d.weight"));
-        L->dt_bias = vec_of(tensor(f, i, "ssm_dt.bias"));
-        L->ssm_a = vec_of(tensor(f, i, "ssm_a"));
-        L->ssm_norm = vec_of(tensor(f, i, "ssm_norm.weight"));
+        if (!s) s = upload(m, tensor(f, i, "attn_qkv.weight"), &L->wqkv, e);
+        if (!s) s = upload(m, tensor(f, i, "attn_gate.weight"), &L->wz, e);
+        if (!s) s = upload(m, tensor(f, i, "ssm_beta.weight"), &L->wbeta, e);
+        if (!s) s = upload(m, tensor(f, i, "ssm_alpha.weight"), &L->walpha, e);
+        if (!s) s = upload(m, tensor(f, i, "ssm_out.weight"), &L->wout, e);
+        L->gdn = (ds_gdn_layer){.Hk = c->lin_k_heads, .Hv = c->lin_v_heads, .Dk = c->lin_k_dim, .Dv = c->lin_v_dim,
+                                .conv_dim = m->conv_dim, .conv_kernel = c->conv_kernel, .v_tiled = c->v_heads_tiled,
+                                .conv_w = vec_of(m, tensor(f, i, "ssm_conv1d.weight")),
+                                .dt_bias = vec_of(m, tensor(f, i, "ssm_dt.bias")), .ssm_a = vec_of(m, tensor(f, i, "ssm_a"))};
+        L->ssm_norm = vec_of(m, tensor(f, i, "ssm_norm.weight"));
     }
     if (c->arch == DS_ARCH_QWEN35MOE) {
-        L->router = mat_of(tensor(f, i, "ffn_gate_inp.weight"));
-        L->gate_exps = tensor(f, i, "ffn_gate_exps.weight");
-        L->up_exps = tensor(f, i, "ffn_up_exps.weight");
-        L->down_exps = tensor(f, i, "ffn_down_exps.weight");
-        L->shexp_gate = vec_of(tensor(f, i, "ffn_gate_inp_shexp.weight"));
-        L->sh_gate = mat_of(tensor(f, i, "ffn_gate_shexp.weight"));
-        L->sh_up = mat_of(tensor(f, i, "ffn_up_shexp.weight"));
-        L->sh_down = mat_of(tensor(f, i, "ffn_down_shexp.weight"));
+        if (!s) s = upload(m, tensor(f, i, "ffn_gate_inp.weight"), &L->router, e);
+        if (!s) s = upload_experts(m, tensor(f, i, "ffn_gate_exps.weight"), &L->gate_exps, e);
+        if (!s) s = upload_experts(m, tensor(f, i, "ffn_up_exps.weight"), &L->up_exps, e);
+        if (!s) s = upload_experts(m, tensor(f, i, "ffn_down_exps.weight"), &L->down_exps, e);
+        const ds_tensor *sg = tensor(f, i, "ffn_gate_inp_shexp.weight");
+        if (!s && sg)
+            s = upload_mat(m, (ds_mat){.type = sg->type, .data = sg->data, .rows = 1, .cols = sg->ne[0]}, DS_W_MATMUL,
+                           &L->shexp_gate, e);
+        if (!s) s = upload(m, tensor(f, i, "ffn_gate_shexp.weight"), &L->sh_gate, e);
+        if (!s) s = upload(m, tensor(f, i, "ffn_up_shexp.weight"), &L->sh_up, e);
+        if (!s) s = upload(m, tensor(f, i, "ffn_down_shexp.weight"), &L->sh_down, e);
     } else {
-        L->ffn_gate = mat_of(tensor(f, i, "ffn_gate.weight"));
-        L->ffn_up = mat_of(tensor(f, i, "ffn_up.weight"));
-        L->ffn_down = mat_of(tensor(f, i, "ffn_down.weight"));
+        if (!s) s = upload(m, tensor(f, i, "ffn_gate.weight"), &L->ffn_gate, e);
+        if (!s) s = upload(m, tensor(f, i, "ffn_up.weight"), &L->ffn_up, e);
+        if (!s) s = upload(m, tensor(f, i, "ffn_down.weight"), &L->ffn_down, e);
     }
+    return s;
 }
 
+/* Scratch: x, u, y and the small tables live all the time; the buffers of
+ * attention, of the DeltaNet, of the FFN and of the MTP input are never live
+ * together and share one region. Everything is sized for one slice of at
+ * most ub tokens (see ds_model_forward). */
 static ds_status alloc_workspace(ds_model *m, ds_err *e) {
     const ds_model_config *c = &m->cfg;
-    size_t n = (size_t)m->params.max_batch_tokens, H = (size_t)c->n_embd;
+    size_t n = (size_t)m->ub, H = (size_t)c->n_embd, F = sizeof(float), A = 64;
     size_t q = (size_t)c->n_head * c->head_dim * 2, kv = (size_t)c->n_head_kv * c->head_dim;
     size_t ff = (size_t)(c->n_ff > c->n_ff_exp ? c->n_ff : c->n_ff_exp);
     if ((size_t)c->n_ff_shexp > ff) ff = (size_t)c->n_ff_shexp;
-    size_t row = H > (size_t)c->n_vocab ? H : (size_t)c->n_vocab;
-    if ((size_t)m->conv_dim > row) row = (size_t)m->conv_dim;
-    size_t dk = (size_t)c->lin_k_dim, dv = (size_t)c->lin_v_dim, ch = 64;
-    /* chunked DeltaNet: per head q,k,w [T][Dk], v,u,v' ,o [T][Dv] for a chunk, plus G, beta, A */
-    size_t chunk = 2 * (ch * (dk + 2 * dv) + ch * ch + ch); /* doubles: G, A, U, W, V' */
-    ds_workspace *w = &m->ws;
-    m->max_positions = c->n_ctx_train > 0 ? c->n_ctx_train : 4096;
     size_t E = (size_t)c->n_expert, K = (size_t)c->n_expert_used;
-    float **bufs[] = {&w->x, &w->u, &w->y, &w->q, &w->k, &w->v, &w->att, &w->scores, &w->mixed, &w->z, &w->ab,
-                      &w->o, &w->ff1, &w->ff2, &w->row, &w->chunk, &w->weights, &w->router, &w->choice_w,
-                      &w->gather, &w->eout, &w->cat};
-    size_t sizes[] = {n * H, n * H, n * H, n * q, n * kv, n * kv, n * q / 2, (size_t)m->max_positions,
-                      n * (size_t)m->conv_dim, n * (size_t)m->value_dim, n * 2 * (size_t)c->lin_v_heads,
-                      n * (size_t)m->value_dim, n * ff, n * ff, row, chunk, n, n * E, n * K,
-                      E ? n * H : 0, E ? n * H : 0, c->n_mtp ? 2 * n * H : 0};
-    for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
-        *bufs[i] = calloc(sizes[i] ? sizes[i] : 1, sizeof(float));
-        if (!*bufs[i]) return ds_fail(e, DS_ENOMEM, "model: cannot allocate %zu floats of scratch", sizes[i]);
-    }
-    w->rows = calloc(n, sizeof *w->rows);
-    w->choice = calloc(n * K + 1, sizeof *w->choice);
-    if (!w->rows || !w->choice) return ds_fail(e, DS_ENOMEM, "model: out of memory");
-    return DS_OK;
+#define RND(x) (((x) + A - 1) / A * A)
+    size_t att = RND(n * q * F) + 2 * RND(n * kv * F) + RND(n * q / 2 * F);
+    size_t gdn = m->n_gdn ? RND(n * (size_t)m->conv_dim * F) + 2 * RND(n * (size_t)m->value_dim * F) +
+                                RND(n * 2 * (size_t)c->lin_v_heads * F)
+                          : 0;
+    size_t nk = E ? n * K : n; /* rows of the FFN: every (token, expert) pair in MoE */
+    size_t ffn = 2 * RND(nk * ff * F) + (E ? RND(n * E * F) + 2 * RND(nk * H * F) : 0);
+    size_t mtp = c->n_mtp ? RND(2 * n * H * F) : 0;
+    size_t shared = att > gdn ? att : gdn;
+    shared = shared > ffn ? shared : ffn;
+    shared = shared > mtp ? shared : mtp;
+    ds_workspace *w = &m->ws;
+    ds_status s = DS_OK;
+    w->x = buf(m, n * H * F, &s, e);
+    w->u = buf(m, n * H * F, &s, e);
+    w->y = buf(m, n * H * F, &s, e);
+    w->shg = buf(m, n * F, &s, e);
+    w->choice = buf(m, (n * K + 1) * sizeof(int), &s, e);
+    w->choice_w = buf(m, n * K * F + F, &s, e);
+    w->rows = buf(m, n * sizeof(int32_t), &s, e);
+    w->ids = buf(m, n * sizeof(int32_t), &s, e);
+    w->weights = buf(m, n * F, &s, e);
+    w->att_rows = buf(m, n * sizeof(ds_attn_row), &s, e);
+    w->gdn_seqs = buf(m, n * sizeof(ds_gdn_seq), &s, e);
+    w->snaps = buf(m, n * sizeof(float *), &s, e);
+    w->eoff = buf(m, (E + 1) * sizeof(int), &s, e);
+    w->ecur = buf(m, (E + 1) * sizeof(int), &s, e);
+    w->rowof = buf(m, (n * K + 1) * sizeof(int), &s, e);
+    w->groups = buf(m, (E + 1) * sizeof(ds_mm_group), &s, e);
+    w->slice_toks = buf(m, n * sizeof(ds_batch_token), &s, e);
+    w->slice_seqs = buf(m, n * sizeof(ds_batch_seq), &s, e);
+    uint8_t *r = buf(m, shared, &s, e);
+    if (s) return s;
+    uint8_t *p = r;
+    w->q = (float *)p, p += RND(n * q * F);
+    w->k = (float *)p, p += RND(n * kv * F);
+    w->v = (float *)p, p += RND(n * kv * F);
+    w->att = (float *)p;
+    p = r;
+    w->mixed = (float *)p, p += RND(n * (size_t)m->conv_dim * F);
+    w->z = (float *)p, p += RND(n * (size_t)m->value_dim * F);
+    w->o = (float *)p, p += RND(n * (size_t)m->value_dim * F);
+    w->ab = (float *)p;
+    p = r;
+    w->ff1 = (float *)p, p += RND(nk * ff * F);
+    w->ff2 = (float *)p, p += RND(nk * ff * F);
+    w->router = (float *)p, p += E ? RND(n * E * F) : 0;
+    w->gather = (float *)p, p += E ? RND(nk * H * F) : 0;
+    w->eout = (float *)p;
+    w->cat = (float *)r;
+#undef RND
+    ds_be_limits lim = {.max_rows = (int)n, .max_group_rows = (int)nk, .max_positions = m->max_positions, .n_heads = c->n_head,
+                        .head_dim = c->head_dim, .gdn_k_dim = m->n_gdn ? c->lin_k_dim : 0,
+                        .gdn_v_dim = m->n_gdn ? c->lin_v_dim : 0, .gdn_conv_dim = m->n_gdn ? m->conv_dim : 0};
+    return m->be->ops->reserve(m->be, &lim, e);
 }
 
 ds_status ds_model_new(const ds_model_file *file, const ds_model_params *params, ds_model **out, ds_err *e) {
@@ -106,26 +215,56 @@ ds_status ds_model_new(const ds_model_file *file, const ds_model_params *params,
     if (m->params.max_batch_tokens <= 0) m->params.max_batch_tokens = 512;
     if (m->params.gdn_chunk <= 0) m->params.gdn_chunk = 64;
     if (m->params.gdn_chunk > 64) m->params.gdn_chunk = 64;
+    m->ub = m->params.max_batch_tokens < DS_UBATCH ? m->params.max_batch_tokens : DS_UBATCH;
     const ds_model_config *c = &m->cfg;
     m->key_dim = c->lin_k_heads * c->lin_k_dim;
     m->value_dim = c->lin_v_heads * c->lin_v_dim;
     m->conv_dim = 2 * m->key_dim + m->value_dim;
-    m->tok_embd = ds_model_tensor(file, "token_embd.weight");
+    m->max_positions = c->n_ctx_train > 0 ? c->n_ctx_train : 4096;
+    if (c->n_expert_used > 64) {
+        int k = c->n_expert_used;
+        free(m);
+        return ds_fail(e, DS_EUNSUPPORTED, "model: %d experts per token (at most 64 supported)", k);
+    }
+    ds_status s = ds_backend_cpu_new(m->params.n_threads, &m->be, e);
+    if (s) {
+        free(m);
+        return s;
+    }
+    const ds_tensor *embd = ds_model_tensor(file, "token_embd.weight");
     const ds_tensor *out_t = ds_model_tensor(file, "output.weight");
-    m->output = mat_of(out_t ? out_t : m->tok_embd);
-    m->output_norm = vec_of(ds_model_tensor(file, "output_norm.weight"));
+    if (out_t) {
+        s = upload_mat(m, mat_of(embd), DS_W_ROWS, &m->tok_embd, e);
+        if (!s) s = upload(m, out_t, &m->output, e);
+    } else { /* tied: one matrix serves both, rows read back from the packed form */
+        s = upload_mat(m, mat_of(embd), DS_W_ROWS | DS_W_MATMUL, &m->tok_embd, e);
+        m->output = m->tok_embd;
+    }
+    m->output_norm = vec_of(m, ds_model_tensor(file, "output_norm.weight"));
     m->layers = calloc((size_t)(c->n_layer + c->n_mtp), sizeof *m->layers);
-    ds_status s = m->layers ? DS_OK : ds_fail(e, DS_ENOMEM, "model: out of memory");
+    if (!s && !m->layers) s = ds_fail(e, DS_ENOMEM, "model: out of memory");
     for (int i = 0; !s && i < c->n_layer + c->n_mtp; i++) {
         ds_layer *L = &m->layers[i];
-        bind_layer(m, i, L);
+        s = bind_layer(m, i, L, e);
         if (i < c->n_layer) L->cache_index = L->full ? m->n_attn++ : m->n_gdn++;
     }
     if (!s && c->n_mtp) {
-        m->eh_proj = mat_of(tensor(file, c->n_layer, "nextn.eh_proj.weight"));
-        m->enorm = vec_of(tensor(file, c->n_layer, "nextn.enorm.weight"));
-        m->hnorm = vec_of(tensor(file, c->n_layer, "nextn.hnorm.weight"));
-        m->head_norm = vec_of(tensor(file, c->n_layer, "nextn.shared_head_norm.weight"));
+        s = upload(m, tensor(file, c->n_layer, "nextn.eh_proj.weight"), &m->eh_proj, e);
+        m->enorm = vec_of(m, tensor(file, c->n_layer, "nextn.enorm.weight"));
+        m->hnorm = vec_of(m, tensor(file, c->n_layer, "nextn.hnorm.weight"));
+        m->head_norm = vec_of(m, tensor(file, c->n_layer, "nextn.shared_head_norm.weight"));
+    }
+    if (!s && m->vec_status) s = ds_fail(e, DS_ENOMEM, "model: out of memory");
+    if (!s) { /* loading read the tensors' pages; compute needs none of them resident */
+        uintptr_t lo = UINTPTR_MAX, hi = 0;
+        for (int i = 0; i < ds_model_n_tensors(file); i++) {
+            const ds_tensor *t = ds_model_tensor_at(file, i);
+            size_t n = ds_dtype_row_bytes(t->type, t->ne[0]);
+            for (int d = 1; d < t->n_dims; d++) n *= (size_t)t->ne[d];
+            if ((uintptr_t)t->data < lo) lo = (uintptr_t)t->data;
+            if ((uintptr_t)t->data + n > hi) hi = (uintptr_t)t->data + n;
+        }
+        if (hi > lo) m->be->ops->release_host(m->be, (const void *)lo, hi - lo);
     }
     if (!s) s = alloc_workspace(m, e);
     if (s) {
@@ -138,14 +277,18 @@ ds_status ds_model_new(const ds_model_file *file, const ds_model_params *params,
 
 void ds_model_free(ds_model *m) {
     if (!m) return;
-    ds_workspace *w = &m->ws;
-    float *bufs[] = {w->x, w->u, w->y, w->q, w->k, w->v, w->att, w->scores, w->mixed, w->z, w->ab,
-                     w->o, w->ff1, w->ff2, w->row, w->chunk, w->weights, w->router, w->choice_w, w->gather, w->eout,
-                     w->cat};
-    for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) free(bufs[i]);
-    free(w->rows);
-    free(w->choice);
+    for (int i = 0; i < m->n_bufs; i++) ds_be_free_buf(m->be, m->bufs[i]);
+    for (int i = 0; i < m->n_owned; i++) ds_be_weight_free(m->be, m->owned[i]);
+    if (m->layers)
+        for (int i = 0; i < m->cfg.n_layer + m->cfg.n_mtp; i++) {
+            free(m->layers[i].gate_exps);
+            free(m->layers[i].up_exps);
+            free(m->layers[i].down_exps);
+        }
+    free(m->bufs);
+    free(m->owned);
     free(m->layers);
+    ds_be_free(m->be);
     free(m);
 }
 
@@ -203,40 +346,98 @@ ds_status ds_batch_check(const ds_model *m, const ds_kv_pool *kv, const ds_state
     return DS_OK;
 }
 
-void ds_embed_rows(const ds_model *m, const ds_batch *b, float *x) {
-    const ds_tensor *t = m->tok_embd;
-    size_t row_bytes = ds_dtype_row_bytes(t->type, t->ne[0]);
-    for (int i = 0; i < b->n_tokens; i++)
-        ds_dequantize_row(t->type, t->data + (size_t)b->tokens[i].token * row_bytes, x + (size_t)i * m->cfg.n_embd,
-                          t->ne[0]);
+void ds_embed_rows(ds_model *m, const ds_batch *b, float *x) {
+    for (int i = 0; i < b->n_tokens; i++) m->ws.ids[i] = b->tokens[i].token;
+    m->be->ops->get_rows(m->be, x, m->tok_embd, m->ws.ids, b->n_tokens);
 }
 
 void ds_decoder_layer(ds_model *m, const ds_layer *L, int kv_layer, ds_kv_pool *kv, ds_state_pool *st,
                       const ds_batch *b) {
     ds_workspace *w = &m->ws;
     int n = b->n_tokens, H = m->cfg.n_embd;
-    for (int i = 0; i < n; i++) ds_rmsnorm(w->u + (size_t)i * H, w->x + (size_t)i * H, L->attn_norm, H, m->cfg.rms_eps);
+    float eps = m->cfg.rms_eps;
+    m->be->ops->rmsnorm(m->be, w->u, w->x, L->attn_norm, n, H, H, eps);
     if (L->full) ds_attention(m, L, kv_layer, kv, b, w->u, w->y);
     else ds_deltanet(m, L, st, b, w->u, w->y);
-    for (size_t i = 0; i < (size_t)n * H; i++) w->x[i] += w->y[i];
-    for (int i = 0; i < n; i++) ds_rmsnorm(w->u + (size_t)i * H, w->x + (size_t)i * H, L->ffn_norm, H, m->cfg.rms_eps);
+    m->be->ops->add_rmsnorm(m->be, w->x, w->y, w->u, L->ffn_norm, n, H, eps);
     ds_ffn(m, L, n, w->u, w->y);
-    for (size_t i = 0; i < (size_t)n * H; i++) w->x[i] += w->y[i];
+    m->be->ops->add_rmsnorm(m->be, w->x, w->y, NULL, NULL, n, H, eps);
 }
 
+/* Rows wanting outputs are gathered, normed, and their logits computed in one
+ * product (the output matrix is read once per call, not once per row). */
 void ds_model_outputs(ds_model *m, const ds_batch *b, const float *norm_w) {
     ds_workspace *w = &m->ws;
     int H = m->cfg.n_embd, V = m->cfg.n_vocab;
+    size_t row = (size_t)H * sizeof(float);
     int n_logits = 0, n_hidden = 0;
     for (int i = 0; i < b->n_tokens; i++) {
         const ds_batch_token *t = &b->tokens[i];
-        if (!t->want_logits && !t->want_hidden) continue;
-        ds_rmsnorm(w->row, w->x + (size_t)i * H, norm_w, H, m->cfg.rms_eps);
-        if (t->want_hidden) memcpy(b->hidden + (size_t)n_hidden++ * H, w->row, (size_t)H * sizeof(float));
-        if (t->want_logits) ds_matmul(b->logits + (size_t)n_logits++ * V, V, &m->output, w->row, H, 1);
+        if (t->want_logits) memcpy(w->u + (size_t)n_logits++ * H, w->x + (size_t)i * H, row);
+        if (t->want_hidden) memcpy(w->y + (size_t)n_hidden++ * H, w->x + (size_t)i * H, row);
+    }
+    if (n_hidden) {
+        m->be->ops->rmsnorm(m->be, w->y, w->y, norm_w, n_hidden, H, H, m->cfg.rms_eps);
+        memcpy(b->hidden, w->y, (size_t)n_hidden * row);
+    }
+    if (n_logits) {
+        m->be->ops->rmsnorm(m->be, w->u, w->u, norm_w, n_logits, H, H, m->cfg.rms_eps);
+        ds_be_matmul1(m->be, b->logits, V, m->output, w->u, H, n_logits);
     }
 }
 
+/* Whether a slice may end right before token i: at a change of sequence,
+ * anywhere in a sequence that is not a chunked prefill, and in a chunked
+ * prefill only at positions that are multiples of the chunk length, so the
+ * DeltaNet chunks are those of one whole call. */
+static int can_cut(const ds_model *m, const ds_batch *b, int i) {
+    const ds_batch_token *t = &b->tokens[i];
+    if (t->seq != b->tokens[i - 1].seq) return 1;
+    if (b->seqs[t->seq].mode != DS_SEQ_PREFILL || m->n_gdn == 0 || m->params.gdn_chunk <= 1) return 1;
+    return t->pos % m->params.gdn_chunk == 0;
+}
+
+int ds_model_next_slice(const ds_model *m, const ds_batch *b, int s0, int cuts_free) {
+    int n = b->n_tokens, s1 = s0 + m->ub < n ? s0 + m->ub : n;
+    if (s1 < n && !cuts_free)
+        while (s1 > s0 + 1 && !can_cut(m, b, s1)) s1--;
+    return s1;
+}
+
+void ds_model_slice(ds_model *m, const ds_batch *b, int s0, int s1, ds_batch *out) {
+    ds_workspace *w = &m->ws;
+    int n_seqs = 0, last = -1;
+    for (int i = s0; i < s1; i++) {
+        const ds_batch_token *t = &b->tokens[i];
+        if (t->seq != last) {
+            ds_batch_seq q = b->seqs[t->seq];
+            if (q.mode == DS_SEQ_VERIFY && i == s0) { /* a verify cut earlier: its slots go on from there */
+                int before = 0;
+                for (int k = s0 - 1; k >= 0 && b->tokens[k].seq == t->seq; k--) before++;
+                q.verify_slots += before;
+            }
+            w->slice_seqs[n_seqs++] = q;
+            last = t->seq;
+        }
+        w->slice_toks[i - s0] = *t;
+        w->slice_toks[i - s0].seq = n_seqs - 1;
+    }
+    *out = (ds_batch){.tokens = w->slice_toks, .n_tokens = s1 - s0, .seqs = w->slice_seqs, .n_seqs = n_seqs,
+                      .logits = b->logits, .hidden = b->hidden};
+}
+
+static void forward_slice(ds_model *m, ds_kv_pool *kv, ds_state_pool *st, const ds_batch *b) {
+    ds_embed_rows(m, b, m->ws.x);
+    for (int i = 0; i < m->cfg.n_layer; i++) {
+        const ds_layer *L = &m->layers[i];
+        ds_decoder_layer(m, L, L->cache_index, kv, st, b);
+    }
+    ds_model_outputs(m, b, m->output_norm);
+}
+
+/* Batches longer than ub tokens run as consecutive slices: every row's
+ * arithmetic is the same as in one call (see can_cut), only the scratch is
+ * bounded. */
 ds_status ds_model_forward(ds_model *m, ds_kv_pool *kv, ds_state_pool *st, const ds_batch *b, ds_err *e) {
     ds_status s = ds_batch_check(m, kv, st, b, m->n_gdn > 0, e);
     if (s) return s;
@@ -244,11 +445,22 @@ ds_status ds_model_forward(ds_model *m, ds_kv_pool *kv, ds_state_pool *st, const
     if (kv->n_layers < m->n_attn)
         return ds_fail(e, DS_EINVAL, "KV pool has %d layers per page, the model has %d attention layers", kv->n_layers,
                        m->n_attn);
-    ds_embed_rows(m, b, m->ws.x);
-    for (int i = 0; i < m->cfg.n_layer; i++) {
-        const ds_layer *L = &m->layers[i];
-        ds_decoder_layer(m, L, L->cache_index, kv, st, b);
+    if (b->n_tokens <= m->ub) {
+        forward_slice(m, kv, st, b);
+        return DS_OK;
     }
-    ds_model_outputs(m, b, m->output_norm);
+    int V = m->cfg.n_vocab, H = m->cfg.n_embd, n_log = 0, n_hid = 0;
+    for (int s0 = 0, s1; s0 < b->n_tokens; s0 = s1) {
+        s1 = ds_model_next_slice(m, b, s0, 0);
+        ds_batch sl;
+        ds_model_slice(m, b, s0, s1, &sl);
+        if (b->logits) sl.logits = b->logits + (size_t)n_log * V;
+        if (b->hidden) sl.hidden = b->hidden + (size_t)n_hid * H;
+        forward_slice(m, kv, st, &sl);
+        for (int i = s0; i < s1; i++) {
+            n_log += b->tokens[i].want_logits;
+            n_hid += b->tokens[i].want_hidden;
+        }
+    }
     return DS_OK;
 }

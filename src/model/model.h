@@ -58,6 +58,7 @@ typedef struct ds_model ds_model;
 typedef struct {
     int max_batch_tokens; /* largest n_tokens a call may pass */
     int gdn_chunk;        /* chunk length of the chunked DeltaNet prefill; 0: 64; 1: per token */
+    int n_threads;        /* compute threads; 0: one per online core */
 } ds_model_params;
 
 /* Binds the tensors of an opened model file (borrowed: keep it open). */

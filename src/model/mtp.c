@@ -6,6 +6,23 @@
 
 #include "model/model_int.h"
 
+static void mtp_slice(ds_model *m, ds_kv_pool *mtp_kv, const ds_batch *b, const float *hidden_in) {
+    const ds_model_config *c = &m->cfg;
+    ds_workspace *w = &m->ws;
+    int n = b->n_tokens, H = c->n_embd;
+    ds_embed_rows(m, b, w->u);
+    /* order: embedding first, hidden second */
+    for (int i = 0; i < n; i++) {
+        memcpy(w->cat + (size_t)i * 2 * H, w->u + (size_t)i * H, (size_t)H * sizeof(float));
+        memcpy(w->cat + (size_t)i * 2 * H + H, hidden_in + (size_t)i * H, (size_t)H * sizeof(float));
+    }
+    m->be->ops->rmsnorm(m->be, w->cat, w->cat, m->enorm, n, H, 2 * H, c->rms_eps);
+    m->be->ops->rmsnorm(m->be, w->cat + H, w->cat + H, m->hnorm, n, H, 2 * H, c->rms_eps);
+    ds_be_matmul1(m->be, w->x, H, m->eh_proj, w->cat, 2 * H, n);
+    ds_decoder_layer(m, &m->layers[c->n_layer], 0, mtp_kv, NULL, b);
+    ds_model_outputs(m, b, m->head_norm);
+}
+
 ds_status ds_model_mtp_forward(ds_model *m, ds_kv_pool *mtp_kv, const ds_batch *b, const float *hidden_in, ds_err *e) {
     const ds_model_config *c = &m->cfg;
     if (c->n_mtp == 0) return ds_fail(e, DS_EUNSUPPORTED, "model: %s has no MTP head", ds_model_path(m->file));
@@ -13,16 +30,23 @@ ds_status ds_model_mtp_forward(ds_model *m, ds_kv_pool *mtp_kv, const ds_batch *
     if (s) return s;
     if (b->n_tokens == 0) return DS_OK;
     if (mtp_kv->n_layers < 1) return ds_fail(e, DS_EINVAL, "MTP KV pool has no layer");
-    ds_workspace *w = &m->ws;
-    int n = b->n_tokens, H = c->n_embd;
-    ds_embed_rows(m, b, w->u);
-    for (int i = 0; i < n; i++) {
-        float *cat = w->cat + (size_t)i * 2 * H; /* order: embedding first, hidden second */
-        ds_rmsnorm(cat, w->u + (size_t)i * H, m->enorm, H, c->rms_eps);
-        ds_rmsnorm(cat + H, hidden_in + (size_t)i * H, m->hnorm, H, c->rms_eps);
+    if (b->n_tokens <= m->ub) {
+        mtp_slice(m, mtp_kv, b, hidden_in);
+        return DS_OK;
     }
-    ds_matmul(w->x, H, &m->eh_proj, w->cat, 2 * H, n);
-    ds_decoder_layer(m, &m->layers[c->n_layer], 0, mtp_kv, NULL, b);
-    ds_model_outputs(m, b, m->head_norm);
+    /* long batches in slices (the head has no DeltaNet: cuts anywhere) */
+    int V = c->n_vocab, H = c->n_embd, n_log = 0, n_hid = 0;
+    for (int s0 = 0, s1; s0 < b->n_tokens; s0 = s1) {
+        s1 = ds_model_next_slice(m, b, s0, 1);
+        ds_batch sl;
+        ds_model_slice(m, b, s0, s1, &sl);
+        if (b->logits) sl.logits = b->logits + (size_t)n_log * V;
+        if (b->hidden) sl.hidden = b->hidden + (size_t)n_hid * H;
+        mtp_slice(m, mtp_kv, &sl, hidden_in + (size_t)s0 * H);
+        for (int i = s0; i < s1; i++) {
+            n_log += b->tokens[i].want_logits;
+            n_hid += b->tokens[i].want_hidden;
+        }
+    }
     return DS_OK;
 }

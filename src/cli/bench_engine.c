@@ -1,0 +1,228 @@
+/* bench_engine.c - see bench_engine.h. Everything runs through the real
+ * engine (continuous batching, prefix cache, speculation) on one thread, with
+ * requests submitted directly instead of over HTTP. */
+#include "cli/bench_engine.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli/cli_model.h"
+#include "engine/engine.h"
+
+typedef struct {
+    double submitted, first;   /* times */
+    int generated;
+    int done;
+} req_clock;
+
+static void on_event(const ds_event *ev, void *user) {
+    req_clock *c = user;
+    if (ev->finished) { c->done = 1; return; }
+    if (c->generated++ == 0) c->first = ds_now();
+}
+
+typedef struct {
+    ds_model_file *file;
+    ds_model *model;
+} bench_model;
+
+static int open_model(const char *path, int n_threads, int batch, bench_model *bm) {
+    ds_err e = {0};
+    ds_model_params mp = {.max_batch_tokens = batch, .n_threads = n_threads};
+    if (ds_model_open(path, &bm->file, &e) || ds_model_new(bm->file, &mp, &bm->model, &e)) {
+        fprintf(stderr, "deltaserve bench: %s\n", e.msg);
+        if (bm->file) ds_model_close(bm->file);
+        return 1;
+    }
+    return 0;
+}
+
+static void close_model(bench_model *bm) {
+    ds_model_free(bm->model);
+    ds_model_close(bm->file);
+}
+
+static void fill(int32_t *t, int n, uint32_t seed, int vocab) {
+    for (int i = 0; i < n; i++) t[i] = (int32_t)(((seed = seed * 1664525u + 1013904223u) >> 8) % (uint32_t)(vocab < 1000 ? vocab : 1000));
+}
+
+/* Runs n requests through eng (all submitted at once); returns the wall time. */
+static double run_requests(ds_engine *eng, int32_t **prompts, const int *lens, int n, int n_gen, req_clock *clk) {
+    double t0 = ds_now();
+    ds_err e = {0};
+    for (int i = 0; i < n; i++) {
+        memset(&clk[i], 0, sizeof clk[i]);
+        clk[i].submitted = ds_now();
+        ds_request_params rp = {.prompt = prompts[i], .n_prompt = lens[i], .max_tokens = n_gen, .ignore_eos = 1,
+                                .on_event = on_event, .user = &clk[i]};
+        ds_sampling_defaults(&rp.sampling);
+        rp.sampling.temperature = 0;
+        if (!ds_engine_submit(eng, &rp, &e)) fprintf(stderr, "deltaserve bench: %s\n", e.msg);
+    }
+    while (ds_engine_step(eng)) {}
+    return ds_now() - t0;
+}
+
+int ds_bench_shared_prefix(const char *path, int n_threads, int prefix_len, int json) {
+    bench_model bm = {0};
+    if (open_model(path, n_threads, 512, &bm)) return 1;
+    const ds_model_config *c = ds_model_cfg(bm.model);
+    int suffix = 64, total = prefix_len + suffix;
+    int32_t *p1 = malloc((size_t)total * sizeof *p1), *p2 = malloc((size_t)total * sizeof *p2);
+    fill(p1, prefix_len, 7, c->n_vocab);
+    memcpy(p2, p1, (size_t)prefix_len * sizeof *p1);
+    fill(p1 + prefix_len, suffix, 11, c->n_vocab);
+    fill(p2 + prefix_len, suffix, 13, c->n_vocab);
+    ds_engine_params ep;
+    ds_engine_defaults(&ep);
+    ep.kv_bytes = (size_t)1 << 30;
+    ds_engine *eng;
+    ds_err e = {0};
+    if (ds_engine_new(bm.model, &ep, &eng, &e)) {
+        fprintf(stderr, "deltaserve bench: %s\n", e.msg);
+        close_model(&bm);
+        return 1;
+    }
+    req_clock clk[64];
+    int32_t *pp[1] = {p1};
+    int len[1] = {total};
+    run_requests(eng, pp, len, 1, 1, clk);
+    double cold = (clk[0].first - clk[0].submitted) * 1e3;
+    pp[0] = p2;
+    run_requests(eng, pp, len, 1, 1, clk);
+    double warm = (clk[0].first - clk[0].submitted) * 1e3;
+    ds_engine_stats st;
+    ds_engine_stats_get(eng, &st);
+    ds_engine_free(eng);
+    /* throughput at several concurrencies: 2 x conc requests of 128 prompt + 64 output tokens */
+    static const int concs[] = {1, 4, 16, 64};
+    double tput[4];
+    for (int k = 0; k < 4; k++) {
+        int conc = concs[k], n = 2 * conc;
+        ep.max_running = conc;
+        ep.prefix_cache = 0;
+        if (ds_engine_new(bm.model, &ep, &eng, &e)) { fprintf(stderr, "deltaserve bench: %s\n", e.msg); break; }
+        int32_t **prompts = malloc((size_t)n * sizeof *prompts);
+        int *lens = malloc((size_t)n * sizeof *lens);
+        req_clock *cl = calloc((size_t)n, sizeof *cl);
+        for (int i = 0; i < n; i++) {
+            prompts[i] = malloc(128 * sizeof(int32_t));
+            fill(prompts[i], 128, 100u + (uint32_t)i, c->n_vocab);
+            lens[i] = 128;
+        }
+        double wall = run_requests(eng, prompts, lens, n, 64, cl);
+        long gen = 0;
+        for (int i = 0; i < n; i++) gen += cl[i].generated;
+        tput[k] = (double)gen / wall;
+        for (int i = 0; i < n; i++) free(prompts[i]);
+        free(prompts), free(lens), free(cl);
+        ds_engine_free(eng);
+    }
+    if (json) {
+        printf("{\"workload\": \"shared-prefix\", \"prefix_tokens\": %d, \"suffix_tokens\": %d, \"ttft_cold_ms\": %.2f, "
+               "\"ttft_warm_ms\": %.2f, \"warm_speedup\": %.2f, \"cache_hit_tokens\": %lld, \"output_tok_s\": {",
+               prefix_len, suffix, cold, warm, cold / warm, (long long)st.prefix_hit_tokens);
+        for (int k = 0; k < 4; k++) printf("%s\"%d\": %.2f", k ? ", " : "", concs[k], tput[k]);
+        printf("}}\n");
+    } else {
+        printf("shared prefix of %d tokens + %d-token suffix:\n", prefix_len, suffix);
+        printf("| %-22s | %12s |\n|------------------------|-------------:|\n", "", "ms");
+        printf("| %-22s | %12.1f |\n| %-22s | %12.1f |\n| %-22s | %11.1fx |\n", "TTFT, cache cold", cold,
+               "TTFT, cache warm", warm, "warm speed-up", cold / warm);
+        printf("\nconcurrent requests (128 prompt + 64 output tokens each, 2 x concurrency requests):\n");
+        printf("| %-12s | %14s |\n|--------------|---------------:|\n", "concurrency", "output tok/s");
+        for (int k = 0; k < 4; k++) printf("| %-12d | %14.1f |\n", concs[k], tput[k]);
+    }
+    free(p1);
+    free(p2);
+    close_model(&bm);
+    return 0;
+}
+
+/* Time of `reps` forward calls of n tokens at the same positions (DECODE or VERIFY). */
+static double time_calls(ds_model *m, ds_kv_pool *kv, ds_state_pool *st, int pos, int n, int reps) {
+    ds_batch_token t[16];
+    int32_t pages[64];
+    for (int i = 0; i < 64; i++) pages[i] = i;
+    int32_t vs[16];
+    for (int i = 0; i < 16; i++) vs[i] = 1 + i;
+    ds_batch_seq s = {.mode = n == 1 ? DS_SEQ_DECODE : DS_SEQ_VERIFY, .pages = pages, .n_pages = 64, .state_slot = 0,
+                      .verify_slots = vs};
+    float *logits = malloc((size_t)n * (size_t)ds_model_cfg(m)->n_vocab * sizeof(float));
+    double t0 = ds_now();
+    for (int r = 0; r < reps; r++) {
+        for (int i = 0; i < n; i++) t[i] = (ds_batch_token){.token = 5 + i, .seq = 0, .pos = pos + i, .want_logits = 1};
+        ds_batch b = {.tokens = t, .n_tokens = n, .seqs = &s, .n_seqs = 1, .logits = logits};
+        ds_err e = {0};
+        if (ds_model_forward(m, kv, st, &b, &e)) { fprintf(stderr, "deltaserve bench: %s\n", e.msg); break; }
+    }
+    free(logits);
+    return (ds_now() - t0) / reps;
+}
+
+int ds_bench_spec(const char *path, int n_threads, int spec_tokens, int n_gen, int json) {
+    bench_model bm = {0};
+    if (open_model(path, n_threads, 512, &bm)) return 1;
+    const ds_model_config *c = ds_model_cfg(bm.model);
+    if (!c->n_mtp) {
+        fprintf(stderr, "deltaserve bench: %s has no MTP head to speculate with\n", path);
+        close_model(&bm);
+        return 1;
+    }
+    /* verify cost: one forward of k+1 tokens against one of 1 token, at position 64 */
+    ds_kv_pool kv;
+    ds_state_pool st;
+    ds_err e = {0};
+    size_t page = (size_t)ds_model_n_attn_layers(bm.model) * 64 * (size_t)c->n_head_kv * (size_t)c->head_dim * 2 * 4;
+    if (ds_kv_pool_init(&kv, ds_model_n_attn_layers(bm.model), c->n_head_kv, c->head_dim, 64, page * 64, &e) ||
+        ds_state_pool_init(&st, ds_model_n_gdn_layers(bm.model), c->conv_kernel, ds_model_conv_dim(bm.model),
+                           c->lin_v_heads, c->lin_k_dim, c->lin_v_dim, 2 + spec_tokens, &e)) {
+        fprintf(stderr, "deltaserve bench: %s\n", e.msg);
+        close_model(&bm);
+        return 1;
+    }
+    time_calls(bm.model, &kv, &st, 0, 1, 2); /* warm-up */
+    double t_dec = time_calls(bm.model, &kv, &st, 64, 1, 10);
+    double t_ver = time_calls(bm.model, &kv, &st, 64, spec_tokens + 1, 10);
+    ds_kv_pool_free(&kv);
+    ds_state_pool_free(&st);
+    /* decode speed through the engine, one sequence, with and without drafts */
+    double tok_s[2];
+    ds_engine_stats sst = {0};
+    for (int spec = 0; spec < 2; spec++) {
+        ds_engine_params ep;
+        ds_engine_defaults(&ep);
+        ep.spec_tokens = spec ? spec_tokens : 0;
+        ep.max_running = 1;
+        ds_engine *eng;
+        if (ds_engine_new(bm.model, &ep, &eng, &e)) { fprintf(stderr, "deltaserve bench: %s\n", e.msg); break; }
+        int32_t prompt[32];
+        fill(prompt, 32, 3, c->n_vocab);
+        int32_t *pp[1] = {prompt};
+        int len[1] = {32};
+        req_clock clk[1];
+        run_requests(eng, pp, len, 1, n_gen, clk);
+        double wall = ds_now() - clk[0].first;
+        tok_s[spec] = (double)(clk[0].generated - 1) / wall;
+        if (spec) ds_engine_stats_get(eng, &sst);
+        ds_engine_free(eng);
+    }
+    double acc = sst.spec_drafted ? (double)sst.spec_accepted / (double)sst.spec_drafted : 0.0;
+    double mean_len = sst.spec_verify_steps ? (double)sst.spec_accepted / (double)sst.spec_verify_steps : 0.0;
+    if (json) {
+        printf("{\"spec_tokens\": %d, \"tg_tok_s\": %.2f, \"tg_tok_s_spec\": %.2f, \"speedup\": %.3f, "
+               "\"verify_cost_ratio\": %.3f, \"acceptance\": %.3f, \"mean_accepted\": %.3f}\n",
+               spec_tokens, tok_s[0], tok_s[1], tok_s[1] / tok_s[0], t_ver / t_dec, acc, mean_len);
+    } else {
+        printf("| %-32s | %12s |\n|----------------------------------|-------------:|\n", "", "");
+        printf("| %-32s | %12.2f |\n", "decode tok/s, no speculation", tok_s[0]);
+        printf("| decode tok/s, %d drafts per step%*s | %12.2f |\n", spec_tokens, spec_tokens > 9 ? 0 : 1, "", tok_s[1]);
+        printf("| %-32s | %11.2fx |\n", "speed-up", tok_s[1] / tok_s[0]);
+        printf("| %-32s | %11.2fx |\n", "verify of k+1 vs decode of 1", t_ver / t_dec);
+        printf("| %-32s | %11.0f%% |\n", "drafts accepted", 100 * acc);
+        printf("| %-32s | %12.2f |\n", "mean accepted per verify", mean_len);
+    }
+    close_model(&bm);
+    return 0;
+}

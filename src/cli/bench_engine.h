@@ -1,0 +1,14 @@
+/* bench_engine.h - engine-level benchmarks of `deltaserve bench`:
+ *   --workload shared-prefix: time to first token with the prefix cache cold
+ *     and warm (a 2,048-token shared prefix plus a 64-token suffix), and
+ *     output throughput at 1, 4, 16 and 64 concurrent requests;
+ *   --spec-tokens K: decode speed with MTP speculation (K drafts) and without,
+ *     and the cost of one verify pass of K+1 tokens relative to one decode step. */
+#ifndef DS_BENCH_ENGINE_H
+#define DS_BENCH_ENGINE_H
+
+/* Returns the process exit code. */
+int ds_bench_shared_prefix(const char *path, int n_threads, int prefix_len, int json);
+int ds_bench_spec(const char *path, int n_threads, int spec_tokens, int n_gen, int json);
+
+#endif

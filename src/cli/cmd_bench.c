@@ -1,0 +1,398 @@
+/* cmd_bench.c - `deltaserve bench`: prefill and decode speed of a model file,
+ * printed like llama.cpp's llama-bench so the two can be read side by side:
+ *   ppN    one prompt of N tokens in one call, logits of the last (tokens/s);
+ *   tgN    N tokens decoded one at a time from an empty context (tokens/s);
+ *   bB     B sequences decoded together, N steps of B tokens (tokens/s in all);
+ * each the mean and standard deviation of -r runs after a warm-up run. Also:
+ * peak RSS against weights + caches, a read-bandwidth probe of the machine
+ * (all threads streaming a buffer much larger than the caches), and the
+ * bandwidth decode reaches: the weight bytes one decode step reads (active
+ * experts only) times tg tokens/s. */
+#include <math.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "cli/args.h"
+#include "cli/bench_engine.h"
+#include "cli/commands.h"
+#include "kernels/cpu.h"
+#include "loading/model_file.h"
+#include "model/model.h"
+
+#define PAGE 64
+#define MAX_BATCHES 16
+#define MAX_REPS 50
+
+static void usage(FILE *f) {
+    fprintf(f, "usage: deltaserve bench -m PATH [-p 512] [-n 128] [-t THREADS] [-b 1,2,4,8,16] [-r 3] [--json]\n"
+               "  -p N        prompt tokens of the prefill test (0: skip)\n"
+               "  -n N        decoded tokens of the decode tests (0: skip)\n"
+               "  -t N        threads (default: one per core)\n"
+               "  -b LIST     batch sizes of the batched decode test (0: skip)\n"
+               "  -r N        repetitions of each test (default 3)\n"
+               "  --json      one JSON object instead of the table\n"
+               "  --workload shared-prefix [--prefix-len N]\n"
+               "              through the engine: time to first token with the prefix cache cold and warm\n"
+               "              (N shared tokens, default 2048, + 64), and throughput at 1/4/16/64 requests\n"
+               "  --spec-tokens K\n"
+               "              decode with and without MTP speculation (K drafts), and the cost of a verify\n"
+               "              pass of K+1 tokens against a decode step (verify_cost_ratio)\n");
+}
+
+static double now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Read-bandwidth probe                                                      */
+
+typedef long long v4ll __attribute__((vector_size(32)));
+
+typedef struct {
+    const v4ll *p;
+    size_t n;
+    long long sum;
+} probe_arg;
+
+static void *probe_thread(void *arg) {
+    probe_arg *a = arg;
+    v4ll s0 = {0}, s1 = {0}, s2 = {0}, s3 = {0};
+    for (size_t i = 0; i + 4 <= a->n; i += 4) {
+        s0 += a->p[i];
+        s1 += a->p[i + 1];
+        s2 += a->p[i + 2];
+        s3 += a->p[i + 3];
+    }
+    v4ll s = s0 + s1 + s2 + s3;
+    a->sum = s[0] + s[1] + s[2] + s[3];
+    return NULL;
+}
+
+/* GB/s (1e9 bytes) of the best of a few passes of nth threads over 512 MiB */
+static double probe_bandwidth(int nth) {
+    size_t bytes = (size_t)512 << 20, n = bytes / sizeof(v4ll);
+    v4ll *buf = aligned_alloc(64, bytes);
+    if (!buf) return 0;
+    memset(buf, 1, bytes);
+    pthread_t th[64];
+    probe_arg args[64];
+    if (nth > 64) nth = 64;
+    double best = 0;
+    for (int pass = 0; pass < 5; pass++) {
+        double t0 = now();
+        for (int i = 0; i < nth; i++) {
+            args[i] = (probe_arg){buf + n * (size_t)i / (size_t)nth, n / (size_t)nth, 0};
+            if (i && pthread_create(&th[i], NULL, probe_thread, &args[i]) != 0) args[i].n = 0;
+        }
+        probe_thread(&args[0]);
+        for (int i = 1; i < nth; i++)
+            if (args[i].n) pthread_join(th[i], NULL);
+        double gbs = (double)bytes / (now() - t0) / 1e9;
+        if (gbs > best) best = gbs;
+    }
+    free(buf);
+    return best;
+}
+
+static long long status_kb(const char *key) {
+    FILE *f = fopen("/proc/self/status", "r");
+    char line[256];
+    long long v = -1;
+    size_t kl = strlen(key);
+    while (f && fgets(line, sizeof line, f))
+        if (!strncmp(line, key, kl)) v = atoll(line + kl);
+    if (f) fclose(f);
+    return v;
+}
+
+static void reset_peak_rss(void) {
+    FILE *f = fopen("/proc/self/clear_refs", "w");
+    if (f) {
+        fputs("5", f);
+        fclose(f);
+    }
+}
+
+/* ------------------------------------------------------------------------ */
+/* Model bytes                                                               */
+
+/* Weight bytes of the file, and the bytes one decode step reads: every
+ * matrix but the embedding lookup (unless it is also the output) and the MTP
+ * block, experts counted for the share a token uses. */
+static void model_bytes(const ds_model_file *f, double *total, double *per_token) {
+    const ds_model_config *c = ds_model_config_of(f);
+    char mtp[32];
+    snprintf(mtp, sizeof mtp, "blk.%d.", c->n_layer);
+    *total = *per_token = 0;
+    for (int i = 0; i < ds_model_n_tensors(f); i++) {
+        const ds_tensor *t = ds_model_tensor_at(f, i);
+        double b = (double)ds_dtype_row_bytes(t->type, t->ne[0]);
+        for (int d = 1; d < t->n_dims; d++) b *= (double)t->ne[d];
+        *total += b;
+        if (t->n_dims < 2 || !strncmp(t->name, mtp, strlen(mtp))) continue;
+        if (!strcmp(t->name, "token_embd.weight") && !c->tied_embeddings) continue;
+        if (strstr(t->name, "_exps") && c->n_expert > 0) b *= (double)c->n_expert_used / c->n_expert;
+        *per_token += b;
+    }
+}
+
+/* ------------------------------------------------------------------------ */
+
+typedef struct {
+    ds_model *m;
+    ds_kv_pool kv;
+    ds_state_pool st;
+    int32_t *pages;      /* [n_seq][pages_per_seq] */
+    int pages_per_seq;
+    ds_batch_token *toks;
+    ds_batch_seq *seqs;
+    float *logits;
+    int V;
+} rig;
+
+static int run(rig *r, int n_seqs, int n_tok_each, int pos0, int all_logits, ds_seq_mode mode) {
+    int n = 0;
+    for (int s = 0; s < n_seqs; s++) {
+        r->seqs[s] = (ds_batch_seq){.mode = mode, .pages = r->pages + (size_t)s * r->pages_per_seq,
+                                    .n_pages = r->pages_per_seq, .state_slot = s};
+        for (int i = 0; i < n_tok_each; i++, n++)
+            r->toks[n] = (ds_batch_token){.token = (int32_t)((s * 131 + (pos0 + i) * 17 + 5) % (r->V < 1000 ? r->V : 1000)),
+                                          .seq = s, .pos = pos0 + i,
+                                          .want_logits = (uint8_t)(all_logits || i == n_tok_each - 1)};
+    }
+    ds_batch b = {.tokens = r->toks, .n_tokens = n, .seqs = r->seqs, .n_seqs = n_seqs, .logits = r->logits};
+    ds_err e = {0};
+    if (ds_model_forward(r->m, &r->kv, &r->st, &b, &e) != DS_OK) {
+        fprintf(stderr, "deltaserve bench: %s\n", e.msg);
+        return -1;
+    }
+    return 0;
+}
+
+static void clear_states(rig *r, int n) {
+    for (int s = 0; s < n; s++)
+        if (r->st.n_slots) ds_state_clear(&r->st, s);
+}
+
+/* seconds of one prefill of p tokens */
+static double time_pp(rig *r, int p) {
+    clear_states(r, 1);
+    double t0 = now();
+    if (run(r, 1, p, 0, 0, DS_SEQ_PREFILL)) return -1;
+    return now() - t0;
+}
+
+/* seconds of n decode steps of b sequences */
+static double time_tg(rig *r, int b, int n) {
+    clear_states(r, b);
+    double t0 = now();
+    for (int i = 0; i < n; i++)
+        if (run(r, b, 1, i, 1, DS_SEQ_DECODE)) return -1;
+    return now() - t0;
+}
+
+typedef struct {
+    char name[32];
+    double mean, sd;
+    int b;
+} result;
+
+static void stats(const double *v, int n, double *mean, double *sd) {
+    double s = 0, q = 0;
+    for (int i = 0; i < n; i++) s += v[i];
+    *mean = s / n;
+    for (int i = 0; i < n; i++) q += (v[i] - *mean) * (v[i] - *mean);
+    *sd = n > 1 ? sqrt(q / (n - 1)) : 0;
+}
+
+int ds_cmd_bench(int argc, char **argv) {
+    const char *path = NULL, *blist = "1,2,4,8,16", *workload = NULL;
+    long p = 512, n = 128, threads = 0, reps = 3, spec = 0, prefix = 2048;
+    int json = 0;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *v;
+        if (!strcmp(a, "--help") || !strcmp(a, "-h")) { usage(stdout); return 0; }
+        if (!strcmp(a, "--json")) { json = 1; continue; }
+        if (!(v = ds_arg_value(argc, argv, &i))) return 2;
+        if (!strcmp(a, "-m") || !strcmp(a, "--model")) path = v;
+        else if (!strcmp(a, "-p")) { if (ds_arg_int(a, v, 0, 1 << 16, &p)) return 2; }
+        else if (!strcmp(a, "-n")) { if (ds_arg_int(a, v, 0, 1 << 16, &n)) return 2; }
+        else if (!strcmp(a, "-t")) { if (ds_arg_int(a, v, 1, 1024, &threads)) return 2; }
+        else if (!strcmp(a, "-r")) { if (ds_arg_int(a, v, 1, MAX_REPS, &reps)) return 2; }
+        else if (!strcmp(a, "-b")) blist = v;
+        else if (!strcmp(a, "--workload")) workload = v;
+        else if (!strcmp(a, "--prefix-len")) { if (ds_arg_int(a, v, 64, 1 << 20, &prefix)) return 2; }
+        else if (!strcmp(a, "--spec-tokens")) { if (ds_arg_int(a, v, 1, 8, &spec)) return 2; }
+        else { fprintf(stderr, "deltaserve bench: unknown option '%s'\n", a); usage(stderr); return 2; }
+    }
+    if (!path) { usage(stderr); return 2; }
+    /* engine-level benchmarks (bench_engine.c) */
+    if (workload && strcmp(workload, "shared-prefix") != 0) {
+        fprintf(stderr, "deltaserve bench: --workload '%s' is not shared-prefix\n", workload);
+        return 2;
+    }
+    if (workload) return ds_bench_shared_prefix(path, (int)threads, (int)prefix, json);
+    if (spec) return ds_bench_spec(path, (int)threads, (int)spec, (int)n, json);
+    int bs[MAX_BATCHES], nb = 0, bmax = 1;
+    for (const char *s = blist; *s && nb < MAX_BATCHES;) {
+        char *end;
+        long b = strtol(s, &end, 10);
+        if (end == s || b < 0 || b > 512 || (*end && *end != ',')) {
+            fprintf(stderr, "deltaserve bench: -b: '%s' is not a list of batch sizes\n", blist);
+            return 2;
+        }
+        if (b > 0) bs[nb++] = (int)b;
+        if (b > bmax) bmax = (int)b;
+        s = *end ? end + 1 : end;
+    }
+    if (n == 0) nb = 0;
+
+    int nth = threads > 0 ? (int)threads : ds_cpu()->n_cores;
+    double probe = probe_bandwidth(nth);
+    reset_peak_rss();
+
+    ds_err e = {0};
+    ds_model_file *file = NULL;
+    rig r;
+    memset(&r, 0, sizeof r);
+    if (ds_model_open(path, &file, &e) != DS_OK) {
+        fprintf(stderr, "deltaserve bench: %s\n", e.msg);
+        return 1;
+    }
+    double t_load = now();
+    int max_tok = (int)(p > bmax ? p : bmax);
+    ds_model_params mp = {.max_batch_tokens = max_tok > 0 ? max_tok : 1, .n_threads = (int)threads};
+    int rc = 1;
+    if (ds_model_new(file, &mp, &r.m, &e) != DS_OK) {
+        fprintf(stderr, "deltaserve bench: %s\n", e.msg);
+        ds_model_close(file);
+        return 1;
+    }
+    t_load = now() - t_load;
+    const ds_model_config *c = ds_model_cfg(r.m);
+    r.V = c->n_vocab;
+    int span = (int)(p > n ? p : n) + 1;
+    r.pages_per_seq = (span + PAGE - 1) / PAGE;
+    int n_attn = ds_model_n_attn_layers(r.m);
+    size_t page_bytes = (size_t)(n_attn ? n_attn : 1) * PAGE * (size_t)c->n_head_kv * (size_t)c->head_dim * 2 * sizeof(float);
+    size_t kv_bytes = page_bytes * (size_t)r.pages_per_seq * (size_t)bmax;
+    if (ds_kv_pool_init(&r.kv, n_attn ? n_attn : 1, c->n_head_kv, c->head_dim, PAGE, kv_bytes, &e) != DS_OK ||
+        ds_state_pool_init(&r.st, ds_model_n_gdn_layers(r.m), c->conv_kernel, ds_model_conv_dim(r.m), c->lin_v_heads,
+                           c->lin_k_dim, c->lin_v_dim, bmax, &e) != DS_OK) {
+        fprintf(stderr, "deltaserve bench: %s\n", e.msg);
+        goto out;
+    }
+    size_t state_bytes = r.st.slot_floats * sizeof(float) * (size_t)bmax;
+    r.pages = malloc((size_t)r.pages_per_seq * (size_t)bmax * sizeof *r.pages);
+    r.toks = malloc((size_t)(max_tok > 0 ? max_tok : 1) * sizeof *r.toks);
+    r.seqs = malloc((size_t)bmax * sizeof *r.seqs);
+    r.logits = malloc((size_t)bmax * (size_t)r.V * sizeof(float));
+    if (!r.pages || !r.toks || !r.seqs || !r.logits) {
+        fprintf(stderr, "deltaserve bench: out of memory\n");
+        goto out;
+    }
+    for (int i = 0; i < r.pages_per_seq * bmax; i++) r.pages[i] = i;
+
+    result res[MAX_BATCHES + 2];
+    int nres = 0;
+    double v[MAX_REPS];
+    if (p > 0) {
+        if (time_pp(&r, (int)(p < 32 ? p : 32)) < 0) goto out; /* warm-up */
+        for (int k = 0; k < reps; k++) {
+            double t = time_pp(&r, (int)p);
+            if (t < 0) goto out;
+            v[k] = (double)p / t;
+        }
+        snprintf(res[nres].name, sizeof res[nres].name, "pp%ld", p);
+        res[nres].b = 0;
+        stats(v, (int)reps, &res[nres].mean, &res[nres].sd);
+        nres++;
+    }
+    double tg = 0;
+    if (n > 0) {
+        if (time_tg(&r, 1, (int)(n < 8 ? n : 8)) < 0) goto out;
+        for (int k = 0; k < reps; k++) {
+            double t = time_tg(&r, 1, (int)n);
+            if (t < 0) goto out;
+            v[k] = (double)n / t;
+        }
+        snprintf(res[nres].name, sizeof res[nres].name, "tg%ld", n);
+        res[nres].b = 1;
+        stats(v, (int)reps, &res[nres].mean, &res[nres].sd);
+        tg = res[nres].mean;
+        nres++;
+    }
+    for (int i = 0; i < nb; i++) {
+        if (time_tg(&r, bs[i], (int)(n < 4 ? n : 4)) < 0) goto out;
+        for (int k = 0; k < reps; k++) {
+            double t = time_tg(&r, bs[i], (int)n);
+            if (t < 0) goto out;
+            v[k] = (double)bs[i] * (double)n / t;
+        }
+        snprintf(res[nres].name, sizeof res[nres].name, "b%d tg%ld", bs[i], n);
+        res[nres].b = bs[i];
+        stats(v, (int)reps, &res[nres].mean, &res[nres].sd);
+        nres++;
+    }
+    double wbytes, tok_bytes;
+    model_bytes(file, &wbytes, &tok_bytes);
+    double decode_gbs = tg * tok_bytes / 1e9;
+    long long hwm = status_kb("VmHWM:"), anon = status_kb("RssAnon:"), filek = status_kb("RssFile:");
+    double peak = hwm > 0 ? (double)hwm * 1024.0 : 0;
+    double budget = wbytes + (double)kv_bytes + (double)state_bytes;
+    const char *name = strrchr(path, '/') ? strrchr(path, '/') + 1 : path;
+    const char *isa = ds_isa_name(ds_cpu_level());
+    if (json) {
+        printf("{\"model\": \"%s\", \"weights_bytes\": %.0f, \"threads\": %d, \"kernels\": \"%s\", \"load_s\": %.3f", name,
+               wbytes, nth, isa, t_load);
+        for (int i = 0; i < nres; i++)
+            if (res[i].b == 0) printf(", \"pp\": %ld, \"pp_tok_s\": %.3f, \"pp_tok_s_sd\": %.3f", p, res[i].mean, res[i].sd);
+            else if (!strncmp(res[i].name, "tg", 2))
+                printf(", \"tg\": %ld, \"tg_tok_s\": %.3f, \"tg_tok_s_sd\": %.3f", n, res[i].mean, res[i].sd);
+        printf(", \"batched\": [");
+        int first = 1;
+        for (int i = 0; i < nres; i++)
+            if (res[i].name[0] == 'b') {
+                printf("%s{\"b\": %d, \"tok_s\": %.3f, \"tok_s_sd\": %.3f}", first ? "" : ", ", res[i].b, res[i].mean,
+                       res[i].sd);
+                first = 0;
+            }
+        printf("], \"peak_rss_bytes\": %.0f, \"weights_plus_caches_bytes\": %.0f, \"probe_gb_s\": %.2f, "
+               "\"decode_bytes_per_token\": %.0f, \"decode_gb_s\": %.2f, \"decode_bw_frac\": %.3f}\n",
+               peak, budget, probe, tok_bytes, decode_gbs, probe > 0 ? decode_gbs / probe : 0);
+    } else {
+        printf("| %-28s | %10s | %7s | %7s | %12s | %18s |\n", "model", "size", "threads", "kernels", "test", "t/s");
+        printf("| %-28s | %10s | %7s | %7s | %12s | %18s |\n", "----------------------------", "---------:", "------:",
+               "-------", "-----------:", "-----------------:");
+        for (int i = 0; i < nres; i++) {
+            char sz[32], tps[48];
+            snprintf(sz, sizeof sz, "%.2f GiB", wbytes / (1024.0 * 1024 * 1024));
+            snprintf(tps, sizeof tps, "%.2f ± %.2f", res[i].mean, res[i].sd);
+            printf("| %-28s | %10s | %7d | %7s | %12s | %18s |\n", name, sz, nth, isa, res[i].name, tps);
+        }
+        printf("\npeak RSS %.1f MiB (now %.1f MiB anonymous, %.1f MiB file); weights %.1f MiB + KV %.1f MiB + "
+               "DeltaNet state %.1f MiB = %.1f MiB (%+.1f%%)\n",
+               peak / 1048576, anon / 1024.0, filek / 1024.0, wbytes / 1048576, kv_bytes / 1048576.0,
+               state_bytes / 1048576.0, budget / 1048576, budget > 0 ? (peak / budget - 1) * 100 : 0);
+        if (n > 0)
+            printf("bandwidth: probe %.1f GB/s; decode reads %.1f MB/token x %.2f tok/s = %.1f GB/s (%.0f%% of the probe)\n",
+                   probe, tok_bytes / 1e6, tg, decode_gbs, probe > 0 ? 100 * decode_gbs / probe : 0);
+        else printf("bandwidth: probe %.1f GB/s\n", probe);
+    }
+    rc = 0;
+out:
+    free(r.pages);
+    free(r.toks);
+    free(r.seqs);
+    free(r.logits);
+    ds_kv_pool_free(&r.kv);
+    ds_state_pool_free(&r.st);
+    ds_model_free(r.m);
+    ds_model_close(file);
+    return rc;
+}

@@ -1,0 +1,98 @@
+/* cmd_serve.c - `deltaserve serve`: the OpenAI-compatible HTTP server (server/server.h). */
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "cli/args.h"
+#include "cli/commands.h"
+#include "server/server.h"
+
+static void usage(FILE *f) {
+    fprintf(f,
+            "usage: deltaserve serve [-m PATH] [--host 127.0.0.1] [--port 8080] [--api-key KEY]\n"
+            "                        [--served-model-name NAME] [engine options]\n"
+            "  -m PATH                GGUF file or Hugging Face directory (default: models/default.gguf\n"
+            "                         next to the deltaserve binary, the model `make` builds)\n"
+            "  --host ADDR            IPv4 address to listen on (default 127.0.0.1)\n"
+            "  --port N               TCP port (default 8080; 0 = any free port, printed at start)\n"
+            "  --api-key KEY          require 'Authorization: Bearer KEY' on /v1/* (also $DS_API_KEY)\n"
+            "  --served-model-name S  the model id clients use (default: the file's base name)\n"
+            "engine:\n"
+            "  --kv-mb N              KV page pool (default 256)\n"
+            "  --state-mb N           DeltaNet state slots of running sequences (default 256)\n"
+            "  --cache-state-mb N     DeltaNet checkpoints kept by the prefix cache (default 256)\n"
+            "  --max-running N        sequences in flight (default 64)\n"
+            "  --step-tokens N        tokens per engine step (default 512)\n"
+            "  --no-prefix-cache      turn the prefix cache off\n"
+            "  --max-queue N          waiting requests accepted before 429 (default 0 = unlimited)\n"
+            "  --threads N            compute threads (default: one per core)\n"
+            "  --ctx N                longest prompt + completion (default: the model's context)\n"
+            "  --max-body-kb N        request bodies over this get 413 (default 8192)\n"
+            "  --drain-timeout S      on SIGTERM, seconds running requests get to finish (default 60)\n"
+            "testing:\n"
+            "  --fault-after N        the Nth completion request's model call fails (also $DS_FAULT_AFTER)\n"
+            "  --fault-every N        every Nth completion request's model call fails (also $DS_FAULT_EVERY)\n"
+            "  --fault-at-token K     such a request fails after K generated tokens instead of at its\n"
+            "                         first model call (also $DS_FAULT_AT_TOKEN)\n");
+}
+
+/* <directory of the executable>/models/default.gguf */
+static int default_model(char *out, size_t cap) {
+    char exe[PATH_MAX];
+    ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    if (n <= 0) return -1;
+    exe[n] = 0;
+    char *slash = strrchr(exe, '/');
+    if (!slash) return -1;
+    *slash = 0;
+    return snprintf(out, cap, "%s/models/default.gguf", exe) < (int)cap ? 0 : -1;
+}
+
+int ds_cmd_serve(int argc, char **argv) {
+    ds_server_config c;
+    ds_server_defaults(&c);
+    char model_buf[PATH_MAX + 32];
+    const char *env;
+    long n;
+    double x;
+    if ((env = getenv("DS_API_KEY")) && env[0]) c.api_key = env;
+    if ((env = getenv("DS_FAULT_AFTER")) && ds_arg_int("DS_FAULT_AFTER", env, 0, 1L << 30, &n) == 0) c.fault_after = (int)n;
+    if ((env = getenv("DS_FAULT_EVERY")) && ds_arg_int("DS_FAULT_EVERY", env, 0, 1L << 30, &n) == 0) c.fault_every = (int)n;
+    if ((env = getenv("DS_FAULT_AT_TOKEN")) && ds_arg_int("DS_FAULT_AT_TOKEN", env, 0, 1L << 30, &n) == 0) c.fault_at_token = (int)n;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *v;
+        if (!strcmp(a, "--help") || !strcmp(a, "-h")) { usage(stdout); return 0; }
+        if (!strcmp(a, "--no-prefix-cache")) { c.engine.prefix_cache = 0; continue; }
+        if (!(v = ds_arg_value(argc, argv, &i))) return 2;
+        if (!strcmp(a, "-m") || !strcmp(a, "--model")) c.model_path = v;
+        else if (!strcmp(a, "--host")) c.host = v;
+        else if (!strcmp(a, "--port")) { if (ds_arg_int(a, v, 0, 65535, &n)) return 2; c.port = (int)n; }
+        else if (!strcmp(a, "--api-key")) c.api_key = v;
+        else if (!strcmp(a, "--served-model-name")) c.served_model_name = v;
+        else if (!strcmp(a, "--kv-mb")) { if (ds_arg_int(a, v, 1, 1L << 22, &n)) return 2; c.engine.kv_bytes = (size_t)n << 20; }
+        else if (!strcmp(a, "--state-mb")) { if (ds_arg_int(a, v, 1, 1L << 22, &n)) return 2; c.engine.state_bytes = (size_t)n << 20; }
+        else if (!strcmp(a, "--cache-state-mb")) { if (ds_arg_int(a, v, 0, 1L << 22, &n)) return 2; c.engine.cache_state_bytes = (size_t)n << 20; }
+        else if (!strcmp(a, "--max-running")) { if (ds_arg_int(a, v, 1, 4096, &n)) return 2; c.engine.max_running = (int)n; }
+        else if (!strcmp(a, "--step-tokens")) { if (ds_arg_int(a, v, 64, 1 << 16, &n)) return 2; c.engine.step_tokens = (int)n; }
+        else if (!strcmp(a, "--max-queue")) { if (ds_arg_int(a, v, 0, 1 << 20, &n)) return 2; c.engine.max_queue = (int)n; }
+        else if (!strcmp(a, "--threads")) { if (ds_arg_int(a, v, 0, 1024, &n)) return 2; c.n_threads = (int)n; }
+        else if (!strcmp(a, "--ctx")) { if (ds_arg_int(a, v, 16, 1 << 24, &n)) return 2; c.ctx = (int)n; }
+        else if (!strcmp(a, "--max-body-kb")) { if (ds_arg_int(a, v, 1, 1L << 22, &n)) return 2; c.max_body_bytes = (size_t)n << 10; }
+        else if (!strcmp(a, "--drain-timeout")) { if (ds_arg_float(a, v, 0, 86400, &x)) return 2; c.drain_timeout_s = x; }
+        else if (!strcmp(a, "--fault-after")) { if (ds_arg_int(a, v, 0, 1L << 30, &n)) return 2; c.fault_after = (int)n; }
+        else if (!strcmp(a, "--fault-at-token")) { if (ds_arg_int(a, v, 0, 1L << 30, &n)) return 2; c.fault_at_token = (int)n; }
+        else if (!strcmp(a, "--fault-every")) { if (ds_arg_int(a, v, 0, 1L << 30, &n)) return 2; c.fault_every = (int)n; }
+        else { fprintf(stderr, "deltaserve serve: unknown option '%s'\n", a); usage(stderr); return 2; }
+    }
+    if (!c.model_path) {
+        if (default_model(model_buf, sizeof model_buf) != 0 || access(model_buf, R_OK) != 0) {
+            fprintf(stderr, "deltaserve serve: no -m PATH and no default model next to the binary (%s); run `make`\n",
+                    model_buf);
+            return 2;
+        }
+        c.model_path = model_buf;
+    }
+    return ds_server_run(&c);
+}

@@ -1,0 +1,55 @@
+/* backend_cpu_int.h - the CPU backend's private state, shared by its files:
+ * backend_cpu.c (weights, buffers, matrix products, elementwise ops),
+ * cpu_attention.c and cpu_deltanet.c. */
+#ifndef DS_BACKEND_CPU_INT_H
+#define DS_BACKEND_CPU_INT_H
+
+#include "kernels/backend.h"
+#include "kernels/kern.h"
+#include "kernels/threadpool.h"
+
+struct ds_bweight {
+    ds_wmat m;
+    uint8_t *packed;     /* owned; NULL when the kernels read GGUF blocks */
+    size_t packed_bytes;
+};
+
+struct mm_job; /* backend_cpu.c: the state of one matrix product call */
+
+typedef struct {
+    ds_backend base;
+    ds_pool *pool;
+    int nth;
+    const ds_kern *k;
+    ds_mm_fn bf16_mm;    /* BF16 product: VDPBF16PS where the CPU has it */
+    int64_t max_cols;    /* widest weight uploaded */
+    ds_be_limits lim;
+    int reserved_rows;
+    void *xq_buf;        /* quantised activations: reserved_rows x max_cols */
+    ds_xq xq;
+    uint16_t *xb;        /* BF16 activations */
+    float *scratch;      /* per thread: scratch_floats each */
+    size_t scratch_floats;
+    struct mm_job *job;  /* reused by every product call */
+    int profile;         /* DS_PROFILE set: time every operation */
+    double prof_s[16];
+    long prof_n[16];
+} cpu_backend;
+
+static inline float *cpu_scratch(cpu_backend *cb, int ith) { return cb->scratch + (size_t)ith * cb->scratch_floats; }
+
+/* Static split of [0, n) among nth threads: [*lo, *hi) for thread ith. */
+static inline void cpu_split(int64_t n, int ith, int nth, int64_t *lo, int64_t *hi) {
+    *lo = n * ith / nth;
+    *hi = n * (ith + 1) / nth;
+}
+
+size_t ds_cpu_attention_scratch(const ds_be_limits *lim);
+size_t ds_cpu_deltanet_scratch(const ds_kern *k, const ds_be_limits *lim);
+void ds_cpu_attention(ds_backend *be, float *out, float *q, float *k, const float *v, int n, const ds_attn_row *rows,
+                      const ds_kv_view *kv, int nh, int gated, const float *q_norm, const float *k_norm, float eps,
+                      int rope_dim, float rope_theta);
+void ds_cpu_deltanet(ds_backend *be, const ds_gdn_layer *L, const ds_gdn_seq *seqs, int n_seqs, float *mixed, float *ab,
+                     const float *z, float *o, const float *norm_w, float eps, int chunk);
+
+#endif

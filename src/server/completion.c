@@ -1,0 +1,774 @@
+/* completion.c - see completion.h.
+ *
+ * DESIGN NOTES
+ * 1. The engine thread only runs on_event: it copies the event into its
+ *    choice's queue under c->mu and signals c->cv. Decoding, stop strings,
+ *    reasoning and tool parsing run on the HTTP thread (pump).
+ * 2. References: 1 for the HTTP side (a streaming response takes it over),
+ *    1 per engine request until its last event. The last unref frees, outside c->mu.
+ * 3. A choice is "done" on the HTTP side when its text ended (stop string,
+ *    or its last event processed). A stop string aborts the engine request;
+ *    its late tokens are ignored, and usage counts the tokens up to the stop.
+ * 4. A choice that ends with DS_FINISH_ERROR fails the whole request: an
+ *    HTTP 500 before the headers, an SSE error event (no [DONE]) after. */
+#include "server/completion.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+
+#include "server/chat_parser.h"
+#include "server/openai_response.h"
+#include "server/sse.h"
+#include "server/stop_filter.h"
+#include "server/strbuf.h"
+#include "tokenizer/stream_decoder.h"
+
+#include <microhttpd.h>
+
+typedef struct {
+    ds_completion *rq;
+    int index;
+    uint64_t id;
+    /* engine -> HTTP, under rq->mu */
+    ds_event *q;
+    int q_n, q_cap, q_max;
+    int engine_done;
+    /* HTTP side */
+    ds_stream_decoder dec;
+    ds_stop_filter stop;
+    ds_chat_parser parser;
+    int done, stop_hit, has_cached;
+    ds_finish reason;
+    char error[256];
+    int n_tokens, n_generated_final, n_cached, reasoning_tokens, think_closed;
+    ds_sb think_tail;
+    ds_sb content, reasoning;
+    cJSON *tool_calls;      /* non-streaming: collected calls */
+    cJSON *lp;              /* logprob entries not yet sent (streaming) or all (non-streaming) */
+    cJSON *lp_tokens, *lp_token_lps, *lp_tops, *lp_offsets;  /* completions logprobs */
+    size_t text_offset;
+    int n_calls;
+    int fault_at;           /* test hook: inject a fault once this many tokens came (0: none pending) */
+} choice;
+
+struct ds_completion {
+    ds_server *srv;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    int refs;
+    ds_oai_request req;
+    int n;
+    choice ch[DS_OAI_MAX_N];
+    char id[48];
+    long created;
+    int n_prompt;
+    int start_in_reasoning;
+    int parse_tools;
+    int fd;
+    int client_gone;
+    int failed;             /* a choice ended with an error */
+    char fail_msg[256];
+    double t_start, t_first, t_last;
+    double t_checked;       /* last look at the client's socket */
+    int max_tokens;
+    /* streaming */
+    ds_sb out;
+    int stream_ended;
+    int headers_done;
+};
+
+double ds_server_now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+/* --- life cycle --- */
+
+static void completion_free(ds_completion *c) {
+    for (int i = 0; i < c->n; i++) {
+        choice *h = &c->ch[i];
+        free(h->q);
+        ds_stream_decoder_free(&h->dec);
+        ds_stop_filter_free(&h->stop);
+        ds_chat_parser_free(&h->parser);
+        ds_sb_free(&h->think_tail);
+        ds_sb_free(&h->content);
+        ds_sb_free(&h->reasoning);
+        cJSON_Delete(h->tool_calls);
+        cJSON_Delete(h->lp);
+        cJSON_Delete(h->lp_tokens);
+        cJSON_Delete(h->lp_token_lps);
+        cJSON_Delete(h->lp_tops);
+        cJSON_Delete(h->lp_offsets);
+    }
+    ds_sb_free(&c->out);
+    ds_oai_request_free(&c->req);
+    pthread_mutex_destroy(&c->mu);
+    pthread_cond_destroy(&c->cv);
+    atomic_fetch_sub(&c->srv->in_flight, 1);
+    free(c);
+}
+
+static void unref(ds_completion *c) {
+    pthread_mutex_lock(&c->mu);
+    int left = --c->refs;
+    pthread_mutex_unlock(&c->mu);
+    if (left == 0) completion_free(c);
+}
+
+static void abort_all(ds_completion *c) {
+    pthread_mutex_lock(&c->mu);
+    for (int i = 0; i < c->n; i++)
+        if (c->ch[i].id && !c->ch[i].engine_done) ds_engine_abort(c->srv->eng, c->ch[i].id);
+    pthread_mutex_unlock(&c->mu);
+}
+
+void ds_completion_release(ds_completion *c) {
+    if (!c) return;
+    int all_done = 1;
+    for (int i = 0; i < c->n; i++) all_done &= c->ch[i].done;
+    if (!all_done && !c->client_gone) {
+        c->client_gone = 1;
+        ds_metrics_client_abort(&c->srv->metrics);
+    }
+    abort_all(c);
+    unref(c);
+}
+
+void ds_completion_release_cb(void *cls) { ds_completion_release(cls); }
+
+int ds_completion_is_stream(const ds_completion *c) { return c->req.stream; }
+
+/* engine thread */
+static void on_event(const ds_event *ev, void *user) {
+    choice *h = user;
+    ds_completion *c = h->rq;
+    int last = 0;
+    pthread_mutex_lock(&c->mu);
+    if (h->q_n == h->q_cap && h->q_cap < h->q_max) {
+        int cap = h->q_cap ? h->q_cap * 2 : 16;
+        if (cap > h->q_max) cap = h->q_max;
+        ds_event *q = realloc(h->q, (size_t)cap * sizeof *q);
+        if (q) {
+            h->q = q;
+            h->q_cap = cap;
+        }
+    }
+    if (h->q_n < h->q_cap) {
+        h->q[h->q_n] = *ev;
+        h->q[h->q_n].error = NULL;
+        if (ev->finished) {
+            h->reason = ev->reason;
+            if (ev->error) snprintf(h->error, sizeof h->error, "%s", ev->error);
+        }
+        h->q_n++;
+    } else if (ev->finished) {   /* cannot happen: the queue holds max_tokens + 1 events */
+        h->q_n = 0;
+    }
+    if (ev->finished) {
+        h->engine_done = 1;
+        h->n_generated_final = ev->n_generated;
+        last = --c->refs == 0;
+    }
+    pthread_cond_broadcast(&c->cv);
+    pthread_mutex_unlock(&c->mu);
+    if (last) completion_free(c);
+}
+
+/* --- output --- */
+
+static cJSON *chunk_new(ds_completion *c, int index, cJSON **choice_out) {
+    cJSON *arr;
+    int chat = c->req.kind == DS_OAI_CHAT;
+    cJSON *o = ds_oai_envelope(c->id, chat ? "chat.completion.chunk" : "text_completion", c->created,
+                               c->srv->model_name, &arr);
+    cJSON *ch = cJSON_CreateObject();
+    cJSON_AddNumberToObject(ch, "index", index);
+    cJSON_AddItemToArray(arr, ch);
+    *choice_out = ch;
+    return o;
+}
+
+/* logprob entries of choice h not sent yet, for a chunk or the final answer */
+static cJSON *take_logprobs(ds_completion *c, choice *h) {
+    if (!c->req.logprobs) return NULL;
+    cJSON *o = cJSON_CreateObject();
+    if (c->req.kind == DS_OAI_CHAT) {
+        cJSON_AddItemToObject(o, "content", h->lp ? h->lp : cJSON_CreateArray());
+        h->lp = NULL;
+    } else {
+        cJSON_AddItemToObject(o, "tokens", h->lp_tokens ? h->lp_tokens : cJSON_CreateArray());
+        cJSON_AddItemToObject(o, "token_logprobs", h->lp_token_lps ? h->lp_token_lps : cJSON_CreateArray());
+        cJSON_AddItemToObject(o, "top_logprobs", h->lp_tops ? h->lp_tops : cJSON_CreateArray());
+        cJSON_AddItemToObject(o, "text_offset", h->lp_offsets ? h->lp_offsets : cJSON_CreateArray());
+        h->lp_tokens = h->lp_token_lps = h->lp_tops = h->lp_offsets = NULL;
+    }
+    return o;
+}
+
+static void emit_chunk(ds_completion *c, choice *h, cJSON *delta_or_text, const char *finish) {
+    cJSON *ch;
+    cJSON *o = chunk_new(c, h->index, &ch);
+    if (c->req.kind == DS_OAI_CHAT) cJSON_AddItemToObject(ch, "delta", delta_or_text);
+    else cJSON_AddItemToObject(ch, "text", delta_or_text);
+    cJSON *lp = take_logprobs(c, h);
+    if (lp) cJSON_AddItemToObject(ch, "logprobs", lp);
+    else cJSON_AddNullToObject(ch, "logprobs");
+    if (finish) cJSON_AddStringToObject(ch, "finish_reason", finish);
+    else cJSON_AddNullToObject(ch, "finish_reason");
+    ds_sse_data(&c->out, o);
+    cJSON_Delete(o);
+}
+
+static cJSON *string_n(const char *s, size_t n) {
+    char *t = strndup(s, n);
+    cJSON *j = cJSON_CreateString(t ? t : "");
+    free(t);
+    return j;
+}
+
+static void on_part(void *user, ds_part_kind kind, const char *text, size_t n, const cJSON *call) {
+    choice *h = user;
+    ds_completion *c = h->rq;
+    char idbuf[48];
+    if (kind == DS_PART_TOOL_CALL) {
+        ds_oai_call_id(idbuf, sizeof idbuf);
+        cJSON *tc = cJSON_CreateObject();
+        if (c->req.stream) cJSON_AddNumberToObject(tc, "index", h->n_calls);
+        cJSON_AddStringToObject(tc, "id", idbuf);
+        cJSON_AddStringToObject(tc, "type", "function");
+        cJSON_AddItemToObject(tc, "function", cJSON_Duplicate(call, 1));
+        h->n_calls++;
+        if (c->req.stream) {
+            cJSON *d = cJSON_CreateObject(), *arr = cJSON_AddArrayToObject(d, "tool_calls");
+            cJSON_AddItemToArray(arr, tc);
+            emit_chunk(c, h, d, NULL);
+        } else {
+            if (!h->tool_calls) h->tool_calls = cJSON_CreateArray();
+            cJSON_AddItemToArray(h->tool_calls, tc);
+        }
+        return;
+    }
+    if (!n) return;
+    if (c->req.stream) {
+        cJSON *d = cJSON_CreateObject();
+        cJSON_AddItemToObject(d, kind == DS_PART_REASONING ? "reasoning_content" : "content", string_n(text, n));
+        emit_chunk(c, h, d, NULL);
+    } else {
+        ds_sb_append(kind == DS_PART_REASONING ? &h->reasoning : &h->content, text, n);
+    }
+}
+
+/* text that passed the stop filter */
+static void on_text(void *user, const char *s, size_t n) {
+    choice *h = user;
+    ds_completion *c = h->rq;
+    if (c->req.kind == DS_OAI_CHAT) {
+        ds_chat_parser_feed(&h->parser, s, n, on_part, h);
+    } else if (c->req.stream) {
+        emit_chunk(c, h, string_n(s, n), NULL);
+    } else {
+        ds_sb_append(&h->content, s, n);
+    }
+    h->text_offset += n;
+}
+
+static void add_logprobs(ds_completion *c, choice *h, const ds_event *ev) {
+    const ds_tokenizer *tok = c->srv->tok;
+    size_t len = 0;
+    const char *raw = ds_tokenizer_token_bytes(tok, ev->token, &len);
+    if (!raw) raw = "", len = 0;
+    if (c->req.kind == DS_OAI_CHAT) {
+        if (!h->lp) h->lp = cJSON_CreateArray();
+        cJSON *e = cJSON_CreateObject(), *bytes;
+        cJSON_AddItemToObject(e, "token", ds_oai_token_string(raw, len, &bytes));
+        cJSON_AddNumberToObject(e, "logprob", ev->logprob);
+        cJSON_AddItemToObject(e, "bytes", bytes);
+        cJSON *tops = cJSON_AddArrayToObject(e, "top_logprobs");
+        for (int k = 0; k < ev->n_top && k < c->req.top_logprobs; k++) {
+            size_t tl = 0;
+            const char *tr = ds_tokenizer_token_bytes(tok, ev->top_ids[k], &tl);
+            if (!tr) tr = "", tl = 0;
+            cJSON *t = cJSON_CreateObject(), *tb;
+            cJSON_AddItemToObject(t, "token", ds_oai_token_string(tr, tl, &tb));
+            cJSON_AddNumberToObject(t, "logprob", ev->top_logprobs[k]);
+            cJSON_AddItemToObject(t, "bytes", tb);
+            cJSON_AddItemToArray(tops, t);
+        }
+        cJSON_AddItemToArray(h->lp, e);
+    } else {
+        if (!h->lp_tokens) {
+            h->lp_tokens = cJSON_CreateArray();
+            h->lp_token_lps = cJSON_CreateArray();
+            h->lp_tops = cJSON_CreateArray();
+            h->lp_offsets = cJSON_CreateArray();
+        }
+        cJSON_AddItemToArray(h->lp_tokens, ds_oai_token_string(raw, len, NULL));
+        cJSON_AddItemToArray(h->lp_token_lps, cJSON_CreateNumber(ev->logprob));
+        cJSON *tops = cJSON_CreateObject();
+        for (int k = 0; k < ev->n_top && k < c->req.top_logprobs; k++) {
+            size_t tl = 0;
+            const char *tr = ds_tokenizer_token_bytes(tok, ev->top_ids[k], &tl);
+            cJSON *key = ds_oai_token_string(tr ? tr : "", tr ? tl : 0, NULL);
+            if (!cJSON_GetObjectItemCaseSensitive(tops, key->valuestring))
+                cJSON_AddNumberToObject(tops, key->valuestring, ev->top_logprobs[k]);
+            cJSON_Delete(key);
+        }
+        cJSON_AddItemToArray(h->lp_tops, tops);
+        cJSON_AddItemToArray(h->lp_offsets, cJSON_CreateNumber((double)h->text_offset));
+    }
+}
+
+static const char *finish_name(const choice *h) {
+    if (h->reason == DS_FINISH_LENGTH && !h->stop_hit) return "length";
+    if (h->n_calls) return "tool_calls";
+    return "stop";
+}
+
+/* the choice's text ended: flush what was held back */
+static void end_text(ds_completion *c, choice *h) {
+    const char *t;
+    size_t n;
+    if (!h->stop_hit) {
+        ds_stream_decoder_flush(&h->dec, &t, &n);
+        if (n) ds_stop_filter_feed(&h->stop, t, n, on_text, h);
+        ds_stop_filter_finish(&h->stop, on_text, h);
+    }
+    if (c->req.kind == DS_OAI_CHAT) ds_chat_parser_finish(&h->parser, on_part, h);
+    h->done = 1;
+    if (c->req.stream && !c->failed) {
+        cJSON *d = c->req.kind == DS_OAI_CHAT ? cJSON_CreateObject() : cJSON_CreateString("");
+        emit_chunk(c, h, d, finish_name(h));
+    }
+}
+
+static int keep_special(const ds_server *s, int32_t id) {
+    for (int i = 0; i < 4; i++)
+        if (s->keep_ids[i] == id) return 1;
+    return 0;
+}
+
+static void on_token(ds_completion *c, choice *h, const ds_event *ev) {
+    ds_server *s = c->srv;
+    double now = ds_server_now();
+    if (!c->t_first) {
+        c->t_first = now;
+        ds_metrics_ttft(&s->metrics, now - c->t_start);
+    } else if (h->index == 0) {
+        ds_metrics_itl(&s->metrics, now - c->t_last);
+    }
+    if (h->index == 0) c->t_last = now;
+    h->n_tokens++;
+    h->n_cached = ev->n_cached;
+    if (h->fault_at && h->n_tokens == h->fault_at) ds_engine_inject_fault(s->eng, h->id);
+    if (c->req.logprobs) add_logprobs(c, h, ev);
+    if (c->start_in_reasoning && !h->think_closed) h->reasoning_tokens++;
+    const char *t = NULL;
+    size_t n = 0;
+    ds_err e = {0};
+    if (!ds_tokenizer_is_special(s->tok, ev->token) || keep_special(s, ev->token))
+        if (ds_stream_decoder_push(&h->dec, ev->token, &t, &n, &e) != DS_OK) n = 0;
+    if (c->start_in_reasoning && !h->think_closed && n) {
+        ds_sb_append(&h->think_tail, t, n);
+        if (h->think_tail.n && strstr(h->think_tail.s, "</think>")) h->think_closed = 1;
+        if (h->think_tail.n > 16) ds_sb_consume(&h->think_tail, h->think_tail.n - 16);
+    }
+    if (n && ds_stop_filter_feed(&h->stop, t, n, on_text, h)) {
+        h->stop_hit = 1;
+        h->reason = DS_FINISH_STOP;
+        ds_engine_abort(s->eng, h->id);
+        end_text(c, h);
+    }
+}
+
+static void on_finish(ds_completion *c, choice *h, const ds_event *ev) {
+    if (h->done) return;
+    if (ev->reason == DS_FINISH_ERROR || (ev->reason == DS_FINISH_ABORT && !c->client_gone)) {
+        if (!c->failed) {
+            c->failed = 1;
+            snprintf(c->fail_msg, sizeof c->fail_msg, "%s",
+                     ev->reason == DS_FINISH_ERROR ? (h->error[0] ? h->error : "the model failed")
+                                                   : "the request was aborted by the server");
+        }
+        h->done = 1;
+        return;
+    }
+    h->reason = ev->reason;
+    end_text(c, h);
+}
+
+static int all_done(const ds_completion *c) {
+    for (int i = 0; i < c->n; i++)
+        if (!c->ch[i].done) return 0;
+    return 1;
+}
+
+static int events_pending(const ds_completion *c) {
+    for (int i = 0; i < c->n; i++)
+        if (c->ch[i].q_n) return 1;
+    return 0;
+}
+
+/* Moves the queued events out and processes them on this thread. */
+static void pump(ds_completion *c) {
+    for (int i = 0; i < c->n; i++) {
+        choice *h = &c->ch[i];
+        pthread_mutex_lock(&c->mu);
+        int n = h->q_n;
+        ds_event *evs = n ? malloc((size_t)n * sizeof *evs) : NULL;
+        if (evs) memcpy(evs, h->q, (size_t)n * sizeof *evs);
+        if (evs || !n) h->q_n = 0;
+        pthread_mutex_unlock(&c->mu);
+        for (int k = 0; evs && k < n; k++) {
+            if (h->done) continue;
+            if (evs[k].finished) on_finish(c, h, &evs[k]);
+            else on_token(c, h, &evs[k]);
+        }
+        free(evs);
+    }
+    if (c->failed) {   /* one failed choice fails the request: stop the others */
+        for (int i = 0; i < c->n; i++) c->ch[i].done = 1;
+        abort_all(c);
+    }
+}
+
+static int client_closed(int fd) {
+    if (fd < 0) return 0;
+    char b;
+    ssize_t r = recv(fd, &b, 1, MSG_PEEK | MSG_DONTWAIT);
+    return r == 0 || (r < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR);
+}
+
+/* Waits up to 50 ms for events; returns -1 when the client went away. */
+static int wait_events(ds_completion *c) {
+    pthread_mutex_lock(&c->mu);
+    if (!events_pending(c)) {
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        ts.tv_nsec += 50 * 1000000L;
+        if (ts.tv_nsec >= 1000000000L) {
+            ts.tv_sec++;
+            ts.tv_nsec -= 1000000000L;
+        }
+        pthread_cond_timedwait(&c->cv, &c->mu, &ts);
+    }
+    pthread_mutex_unlock(&c->mu);
+    double now = ds_server_now();
+    if (now - c->t_checked < 0.01) return 0;
+    c->t_checked = now;
+    if (client_closed(c->fd)) {
+        if (!c->client_gone) ds_metrics_client_abort(&c->srv->metrics);
+        c->client_gone = 1;
+        abort_all(c);
+        return -1;
+    }
+    return 0;
+}
+
+static ds_oai_usage usage_of(const ds_completion *c) {
+    ds_oai_usage u = {.prompt_tokens = c->n_prompt, .cached_tokens = c->ch[0].n_cached};
+    for (int i = 0; i < c->n; i++) {
+        const choice *h = &c->ch[i];
+        /* a natural stop counts the end token the engine sampled; a stop string counts up to the match */
+        u.completion_tokens += h->stop_hit ? h->n_tokens : (h->n_generated_final > h->n_tokens ? h->n_generated_final : h->n_tokens);
+        u.reasoning_tokens += h->reasoning_tokens;
+    }
+    return u;
+}
+
+static void record_done(ds_completion *c) {
+    ds_oai_usage u = usage_of(c);
+    ds_metrics_done(&c->srv->metrics, ds_server_now() - c->t_start, u.prompt_tokens, u.completion_tokens);
+}
+
+/* --- start --- */
+
+static int http_fail(ds_http_error *err, int status, const char *type, const char *param, const char *fmt, ...)
+    __attribute__((format(printf, 5, 6)));
+static int http_fail(ds_http_error *err, int status, const char *type, const char *param, const char *fmt, ...) {
+    err->status = status;
+    err->type = type;
+    snprintf(err->param, sizeof err->param, "%s", param ? param : "");
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(err->message, sizeof err->message, fmt, ap);
+    va_end(ap);
+    return -1;
+}
+
+static int render_prompt(ds_server *s, const ds_oai_request *r, char **text, ds_http_error *err) {
+    cJSON *ctx = cJSON_CreateObject();
+    cJSON_AddItemToObject(ctx, "messages", cJSON_Duplicate(r->messages, 1));
+    if (r->tools && r->tool_choice != DS_TOOLS_NONE) cJSON_AddItemToObject(ctx, "tools", cJSON_Duplicate(r->tools, 1));
+    cJSON_AddTrueToObject(ctx, "add_generation_prompt");
+    cJSON_AddStringToObject(ctx, "eos_token", s->eos_text);
+    cJSON_AddStringToObject(ctx, "bos_token", "");
+    ds_err e = {0};
+    size_t len;
+    ds_status st = ds_jinja_merge_kwargs(ctx, r->template_kwargs, &e);
+    if (!st) st = ds_jinja_render(s->tmpl, ctx, text, &len, &e);
+    cJSON_Delete(ctx);
+    if (st) return http_fail(err, 400, "invalid_request_error", "messages", "the chat template failed: %s", e.msg);
+    return 0;
+}
+
+ds_completion *ds_completion_start(ds_server *s, ds_oai_request *req, int fd, ds_http_error *err) {
+    ds_completion *c = calloc(1, sizeof *c);
+    if (!c) {
+        http_fail(err, 500, "server_error", NULL, "out of memory");
+        ds_oai_request_free(req);
+        return NULL;
+    }
+    atomic_fetch_add(&s->in_flight, 1);
+    c->srv = s;
+    c->req = *req;
+    memset(req, 0, sizeof *req);
+    c->n = c->req.n;
+    c->fd = fd;
+    c->refs = 1;
+    c->t_start = ds_server_now();
+    c->created = (long)time(NULL);
+    pthread_mutex_init(&c->mu, NULL);
+    pthread_cond_init(&c->cv, NULL);
+    static _Atomic uint64_t seq;
+    snprintf(c->id, sizeof c->id, "%s-%llx%06llx", c->req.kind == DS_OAI_CHAT ? "chatcmpl" : "cmpl",
+             (unsigned long long)time(NULL), (unsigned long long)atomic_fetch_add(&seq, 1));
+    ds_tokens toks = {0};
+    ds_err e = {0};
+    char *text = NULL;
+    if (c->req.kind == DS_OAI_CHAT) {
+        if (render_prompt(s, &c->req, &text, err)) goto fail;
+        size_t tl = strlen(text);
+        c->start_in_reasoning = tl >= 8 && !strcmp(text + tl - 8, "<think>\n");
+        c->parse_tools = c->req.tools && c->req.tool_choice != DS_TOOLS_NONE;
+    } else if (c->req.prompt) {
+        text = strdup(c->req.prompt);
+    }
+    if (text) {
+        if (ds_tokenizer_encode(s->tok, text, strlen(text), 1, &toks, &e) != DS_OK) {
+            http_fail(err, 400, "invalid_request_error", c->req.kind == DS_OAI_CHAT ? "messages" : "prompt",
+                      "the prompt could not be tokenized: %s", e.msg);
+            goto fail;
+        }
+    } else {
+        int V = ds_tokenizer_n_tokens(s->tok);
+        for (int i = 0; i < c->req.n_prompt_ids; i++)
+            if (c->req.prompt_ids[i] >= V) {
+                http_fail(err, 400, "invalid_request_error", "prompt", "token id %d at index %d is outside the vocabulary",
+                          c->req.prompt_ids[i], i);
+                goto fail;
+            }
+        toks.ids = malloc((size_t)c->req.n_prompt_ids * sizeof *toks.ids);
+        if (!toks.ids) { http_fail(err, 500, "server_error", NULL, "out of memory"); goto fail; }
+        memcpy(toks.ids, c->req.prompt_ids, (size_t)c->req.n_prompt_ids * sizeof *toks.ids);
+        toks.n = (size_t)c->req.n_prompt_ids;
+    }
+    if (toks.n == 0) {
+        http_fail(err, 400, "invalid_request_error", c->req.kind == DS_OAI_CHAT ? "messages" : "prompt",
+                  "the prompt is empty");
+        goto fail;
+    }
+    c->n_prompt = (int)toks.n;
+    if (c->n_prompt >= s->ctx) {
+        http_fail(err, 400, "invalid_request_error", c->req.kind == DS_OAI_CHAT ? "messages" : "prompt",
+                  "the prompt has %d tokens; the context holds %d", c->n_prompt, s->ctx);
+        goto fail;
+    }
+    c->max_tokens = c->req.max_tokens < 0 ? s->ctx - c->n_prompt : c->req.max_tokens;
+    if (c->n_prompt + c->max_tokens > s->ctx) {
+        http_fail(err, 400, "invalid_request_error", "max_tokens",
+                  "the prompt (%d tokens) + max_tokens (%d) exceeds the context of %d tokens", c->n_prompt,
+                  c->max_tokens, s->ctx);
+        goto fail;
+    }
+    for (int i = 0; i < c->n; i++) {
+        choice *h = &c->ch[i];
+        h->rq = c;
+        h->index = i;
+        h->q_max = c->max_tokens + 2;
+        if (ds_stream_decoder_init(&h->dec, s->tok, 0, &e) != DS_OK) {
+            http_fail(err, 500, "server_error", NULL, "%s", e.msg);
+            goto fail;
+        }
+        ds_stop_filter_init(&h->stop, c->req.stop, c->req.n_stop);
+        ds_chat_parser_init(&h->parser, c->start_in_reasoning, c->parse_tools);
+    }
+    free(text);
+    text = NULL;
+    for (int i = 0; i < c->n; i++) {
+        choice *h = &c->ch[i];
+        ds_request_params rp = {.prompt = toks.ids, .n_prompt = (int)toks.n, .sampling = c->req.sampling,
+                                .max_tokens = c->max_tokens, .n_top_logprobs = c->req.logprobs ? c->req.top_logprobs : 0,
+                                .on_event = on_event, .user = h};
+        if (c->req.seed_given) rp.sampling.seed = c->req.sampling.seed + (uint64_t)i;
+        else rp.sampling.seed = ((uint64_t)time(NULL) << 20) ^ (uint64_t)(uintptr_t)h ^ (uint64_t)i;
+        pthread_mutex_lock(&c->mu);
+        c->refs++;
+        pthread_mutex_unlock(&c->mu);
+        h->id = ds_engine_submit(s->eng, &rp, &e);
+        if (!h->id) {
+            pthread_mutex_lock(&c->mu);
+            c->refs--;
+            pthread_mutex_unlock(&c->mu);
+            for (int k = i; k < c->n; k++) c->ch[k].done = 1, c->ch[k].engine_done = 1;
+            if (e.code == DS_ENOMEM && strstr(e.msg, "queue is full"))
+                http_fail(err, 429, "rate_limit_error", NULL, "%s; retry later", e.msg);
+            else if (e.code == DS_EINVAL)
+                http_fail(err, 400, "invalid_request_error", "max_tokens", "%s", e.msg);
+            else
+                http_fail(err, 503, "service_unavailable", NULL, "%s", e.msg);
+            free(toks.ids);
+            ds_completion_release(c);
+            return NULL;
+        }
+        unsigned long long nreq = atomic_fetch_add(&s->n_requests, 1) + 1;
+        if ((s->cfg.fault_after > 0 && nreq == (unsigned long long)s->cfg.fault_after) ||
+            (s->cfg.fault_every > 0 && nreq % (unsigned long long)s->cfg.fault_every == 0)) {
+            if (s->cfg.fault_at_token > 0) h->fault_at = s->cfg.fault_at_token;
+            else ds_engine_inject_fault(s->eng, h->id);
+        }
+    }
+    free(toks.ids);
+    toks.ids = NULL;
+    /* wait for the first event, so a failure before any output is still a status */
+    for (;;) {
+        pthread_mutex_lock(&c->mu);
+        int any = events_pending(c);
+        pthread_mutex_unlock(&c->mu);
+        if (any) break;
+        if (wait_events(c) < 0) break;
+    }
+    if (!c->client_gone) pump(c);
+    if (c->failed) {
+        http_fail(err, 500, "server_error", NULL, "the model failed: %s", c->fail_msg);
+        ds_metrics_error(&s->metrics, DS_ERRK_ENGINE);
+        ds_completion_release(c);
+        return NULL;
+    }
+    if (c->req.stream && c->req.kind == DS_OAI_CHAT) {   /* role chunks go first */
+        ds_sb pending = c->out;
+        c->out = (ds_sb){0};
+        for (int i = 0; i < c->n; i++) {
+            cJSON *ch, *o = chunk_new(c, i, &ch), *d = cJSON_AddObjectToObject(ch, "delta");
+            cJSON_AddStringToObject(d, "role", "assistant");
+            cJSON_AddStringToObject(d, "content", "");
+            cJSON_AddNullToObject(ch, "logprobs");
+            cJSON_AddNullToObject(ch, "finish_reason");
+            ds_sse_data(&c->out, o);
+            cJSON_Delete(o);
+        }
+        if (pending.n) ds_sb_append(&c->out, pending.s, pending.n);
+        ds_sb_free(&pending);
+    }
+    return c;
+fail:
+    free(text);
+    free(toks.ids);
+    for (int i = 0; i < c->n; i++) c->ch[i].done = 1;
+    ds_completion_release(c);
+    return NULL;
+}
+
+/* --- non-streaming --- */
+
+char *ds_completion_wait_json(ds_completion *c, int *status) {
+    while (!all_done(c) && !c->client_gone) {
+        if (wait_events(c) < 0) break;
+        pump(c);
+    }
+    if (c->client_gone) {
+        *status = 499;
+        return NULL;
+    }
+    if (c->failed) {
+        *status = 500;
+        ds_metrics_error(&c->srv->metrics, DS_ERRK_ENGINE);
+        char msg[320];
+        snprintf(msg, sizeof msg, "the model failed: %s", c->fail_msg);
+        return ds_oai_error_json(500, "server_error", NULL, msg);
+    }
+    cJSON *arr;
+    int chat = c->req.kind == DS_OAI_CHAT;
+    cJSON *o = ds_oai_envelope(c->id, chat ? "chat.completion" : "text_completion", c->created, c->srv->model_name, &arr);
+    for (int i = 0; i < c->n; i++) {
+        choice *h = &c->ch[i];
+        cJSON *ch = cJSON_CreateObject();
+        cJSON_AddNumberToObject(ch, "index", i);
+        if (chat) {
+            cJSON *m = cJSON_AddObjectToObject(ch, "message");
+            cJSON_AddStringToObject(m, "role", "assistant");
+            if (h->content.n || !h->tool_calls) cJSON_AddItemToObject(m, "content", string_n(h->content.s ? h->content.s : "", h->content.n));
+            else cJSON_AddNullToObject(m, "content");
+            if (h->reasoning.n || c->start_in_reasoning)
+                cJSON_AddItemToObject(m, "reasoning_content", string_n(h->reasoning.s ? h->reasoning.s : "", h->reasoning.n));
+            if (h->tool_calls) {
+                cJSON_AddItemToObject(m, "tool_calls", h->tool_calls);
+                h->tool_calls = NULL;
+            }
+        } else {
+            cJSON_AddItemToObject(ch, "text", string_n(h->content.s ? h->content.s : "", h->content.n));
+        }
+        cJSON *lp = take_logprobs(c, h);
+        if (lp) cJSON_AddItemToObject(ch, "logprobs", lp);
+        else cJSON_AddNullToObject(ch, "logprobs");
+        cJSON_AddStringToObject(ch, "finish_reason", finish_name(h));
+        cJSON_AddItemToArray(arr, ch);
+    }
+    ds_oai_usage u = usage_of(c);
+    cJSON_AddItemToObject(o, "usage", ds_oai_usage_json(&u));
+    record_done(c);
+    char *s = cJSON_PrintUnformatted(o);
+    cJSON_Delete(o);
+    *status = s ? 200 : 500;
+    return s ? s : ds_oai_error_json(500, "server_error", NULL, "out of memory");
+}
+
+/* --- streaming --- */
+
+static void stream_tail(ds_completion *c) {
+    if (c->failed) {
+        ds_metrics_error(&c->srv->metrics, DS_ERRK_ENGINE);
+        char msg[320];
+        snprintf(msg, sizeof msg, "the model failed: %s", c->fail_msg);
+        ds_sse_error(&c->out, "server_error", msg);
+    } else {
+        if (c->req.include_usage) {
+            cJSON *arr;
+            cJSON *o = ds_oai_envelope(c->id, c->req.kind == DS_OAI_CHAT ? "chat.completion.chunk" : "text_completion",
+                                       c->created, c->srv->model_name, &arr);
+            ds_oai_usage u = usage_of(c);
+            cJSON_AddItemToObject(o, "usage", ds_oai_usage_json(&u));
+            ds_sse_data(&c->out, o);
+            cJSON_Delete(o);
+        }
+        record_done(c);
+        ds_sse_done(&c->out);
+    }
+    c->stream_ended = 1;
+}
+
+ssize_t ds_completion_read(void *cls, uint64_t pos, char *buf, size_t max) {
+    ds_completion *c = cls;
+    for (;;) {
+        if (c->out.n) {
+            size_t k = c->out.n < max ? c->out.n : max;
+            memcpy(buf, c->out.s, k);
+            ds_sb_consume(&c->out, k);
+            return (ssize_t)k;
+        }
+        if (c->stream_ended) return MHD_CONTENT_READER_END_OF_STREAM;
+        if (c->client_gone) return MHD_CONTENT_READER_END_WITH_ERROR;
+        if (all_done(c)) {
+            stream_tail(c);
+            continue;
+        }
+        if (wait_events(c) < 0) return MHD_CONTENT_READER_END_WITH_ERROR;
+        pump(c);
+    }
+}

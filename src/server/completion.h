@@ -1,0 +1,45 @@
+/* completion.h - one OpenAI completion request from parsed body to answer.
+ *
+ * ds_completion_start renders (chat) or takes (completions) the prompt,
+ * tokenizes it, submits n engine requests, and waits for the first event so
+ * that a failure before any output is still an HTTP status. Then:
+ *   non-streaming: ds_completion_wait_json blocks until every choice ended
+ *                  and gives the status and body;
+ *   streaming:     ds_completion_read is libmicrohttpd's content reader.
+ * The request is reference counted: the HTTP side (ds_completion_release; a
+ * streaming response takes it over) and every engine request in flight hold
+ * one; the last one frees it. A client that goes away aborts its engine requests. */
+#ifndef DS_COMPLETION_H
+#define DS_COMPLETION_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "server/openai_request.h"
+#include "server/server_int.h"
+
+typedef struct ds_completion ds_completion;
+
+typedef struct {
+    int status;        /* HTTP status */
+    const char *type;  /* OpenAI error type */
+    char param[64];
+    char message[512];
+} ds_http_error;
+
+/* Takes over *req (left zeroed). fd: the client's socket (to notice a
+ * disconnect while waiting). Returns NULL with err filled on failure. */
+ds_completion *ds_completion_start(ds_server *srv, ds_oai_request *req, int fd, ds_http_error *err);
+int ds_completion_is_stream(const ds_completion *c);
+/* Non-streaming: waits for the end; returns the body (caller frees) and the status in *status. */
+char *ds_completion_wait_json(ds_completion *c, int *status);
+/* Streaming content reader (MHD_ContentReaderCallback semantics). */
+ssize_t ds_completion_read(void *cls, uint64_t pos, char *buf, size_t max);
+/* Drops the HTTP side's reference (held by the streaming response once it is
+ * queued); aborts whatever is still running. */
+void ds_completion_release(ds_completion *c);
+/* ds_completion_release as a libmicrohttpd free callback. */
+void ds_completion_release_cb(void *cls);
+
+#endif

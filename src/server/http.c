@@ -1,0 +1,352 @@
+/* http.c - the HTTP side of `deltaserve serve` (libmicrohttpd, one thread per
+ * connection): routing, authentication, body limits, status codes, and the
+ * server's life cycle (load, serve, drain on SIGTERM).
+ *
+ * Routes:
+ *   POST /v1/chat/completions, POST /v1/completions   (completion.c)
+ *   GET  /v1/models, GET /health, GET /metrics
+ * Every /v1/ route needs "Authorization: Bearer KEY" when --api-key is set;
+ * /health and /metrics do not (probes and scrapers). */
+#include <arpa/inet.h>
+#include <microhttpd.h>
+#include <netinet/in.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "server/completion.h"
+#include "server/openai_request.h"
+#include "server/openai_response.h"
+#include "server/server_int.h"
+#include "server/strbuf.h"
+#include "tokenizer/default_chat_template.h"
+
+typedef struct {
+    ds_sb body;
+    int too_large;
+} conn_ctx;
+
+void ds_server_defaults(ds_server_config *c) {
+    memset(c, 0, sizeof *c);
+    c->host = "127.0.0.1";
+    c->port = 8080;
+    ds_engine_defaults(&c->engine);
+    c->max_body_bytes = (size_t)8 << 20;
+    c->drain_timeout_s = 60.0;
+}
+
+/* --- responses --- */
+
+static enum MHD_Result send_text(struct MHD_Connection *conn, int status, const char *ctype, char *body, size_t len,
+                                 const char *retry_after) {
+    struct MHD_Response *r = MHD_create_response_from_buffer(len, body, MHD_RESPMEM_MUST_FREE);
+    if (!r) {
+        free(body);
+        return MHD_NO;
+    }
+    MHD_add_response_header(r, "Content-Type", ctype);
+    if (retry_after) MHD_add_response_header(r, "Retry-After", retry_after);
+    enum MHD_Result ok = MHD_queue_response(conn, (unsigned)status, r);
+    MHD_destroy_response(r);
+    return ok;
+}
+
+static enum MHD_Result send_json(struct MHD_Connection *conn, int status, char *body) {
+    if (!body) return MHD_NO;
+    return send_text(conn, status, "application/json", body, strlen(body), NULL);
+}
+
+static enum MHD_Result send_error(ds_server *s, struct MHD_Connection *conn, int status, const char *type,
+                                  const char *param, const char *msg) {
+    ds_error_kind k = status == 400 ? DS_ERRK_BAD_REQUEST : status == 401 ? DS_ERRK_AUTH
+                    : status == 404 || status == 405 ? DS_ERRK_NOT_FOUND : status == 413 ? DS_ERRK_TOO_LARGE
+                    : status == 429 ? DS_ERRK_QUEUE_FULL : status == 503 ? DS_ERRK_UNAVAILABLE : DS_ERRK_INTERNAL;
+    if (status != 500) ds_metrics_error(&s->metrics, k);   /* engine failures are counted where they happen */
+    char *body = ds_oai_error_json(status, type, param, msg);
+    if (!body) return MHD_NO;
+    return send_text(conn, status, "application/json", body, strlen(body), status == 429 || status == 503 ? "1" : NULL);
+}
+
+/* --- checks --- */
+
+static int key_ok(const ds_server *s, struct MHD_Connection *conn) {
+    if (!s->cfg.api_key) return 1;
+    const char *h = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Authorization");
+    if (!h || strncmp(h, "Bearer ", 7)) return 0;
+    const char *got = h + 7, *want = s->cfg.api_key;
+    size_t gl = strlen(got), wl = strlen(want);
+    unsigned diff = (unsigned)(gl ^ wl);
+    for (size_t i = 0; i < wl; i++) diff |= (unsigned char)want[i] ^ (unsigned char)(i < gl ? got[i] : 0);
+    return diff == 0;
+}
+
+/* --- routes --- */
+
+static enum MHD_Result route_models(ds_server *s, struct MHD_Connection *conn) {
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddStringToObject(o, "object", "list");
+    cJSON *data = cJSON_AddArrayToObject(o, "data"), *m = cJSON_CreateObject();
+    cJSON_AddStringToObject(m, "id", s->model_name);
+    cJSON_AddStringToObject(m, "object", "model");
+    cJSON_AddNumberToObject(m, "created", (double)time(NULL));
+    cJSON_AddStringToObject(m, "owned_by", "deltaserve");
+    cJSON_AddNumberToObject(m, "max_model_len", s->ctx);
+    cJSON_AddItemToArray(data, m);
+    char *body = cJSON_PrintUnformatted(o);
+    cJSON_Delete(o);
+    return send_json(conn, 200, body);
+}
+
+static enum MHD_Result route_metrics(ds_server *s, struct MHD_Connection *conn) {
+    ds_engine_stats st;
+    ds_sb out = {0};
+    if (atomic_load(&s->ready)) ds_engine_stats_get(s->eng, &st);
+    ds_metrics_render(&s->metrics, atomic_load(&s->ready) ? &st : NULL, s->model_name, &out);
+    if (out.oom || !out.s) {
+        ds_sb_free(&out);
+        return MHD_NO;
+    }
+    return send_text(conn, 200, "text/plain; version=0.0.4", out.s, out.n, NULL);
+}
+
+static enum MHD_Result route_completion(ds_server *s, struct MHD_Connection *conn, conn_ctx *cc, ds_oai_kind kind) {
+    ds_oai_request req;
+    ds_oai_error perr;
+    if (ds_oai_request_parse(cc->body.s ? cc->body.s : "", cc->body.n, kind, &req, &perr))
+        return send_error(s, conn, 400, "invalid_request_error", perr.param, perr.message);
+    if (req.model && strcmp(req.model, s->model_name)) {
+        char msg[480];
+        snprintf(msg, sizeof msg, "the model '%.200s' does not exist; this server serves '%.150s'", req.model,
+                 s->model_name);
+        ds_oai_request_free(&req);
+        return send_error(s, conn, 404, "not_found_error", "model", msg);
+    }
+    const union MHD_ConnectionInfo *ci = MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CONNECTION_FD);
+    ds_http_error herr = {0};
+    ds_completion *c = ds_completion_start(s, &req, ci ? ci->connect_fd : -1, &herr);
+    if (!c) {
+        if (herr.status == 0) return MHD_NO;   /* the client went away */
+        return send_error(s, conn, herr.status, herr.type, herr.param, herr.message);
+    }
+    enum MHD_Result ok;
+    if (ds_completion_is_stream(c)) {
+        /* the response takes over the HTTP side's reference; freeing it aborts what still runs */
+        struct MHD_Response *r =
+            MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 16 * 1024, ds_completion_read, c, ds_completion_release_cb);
+        if (!r) {
+            ds_completion_release(c);
+            return MHD_NO;
+        }
+        MHD_add_response_header(r, "Content-Type", "text/event-stream");
+        MHD_add_response_header(r, "Cache-Control", "no-cache");
+        ok = MHD_queue_response(conn, 200, r);
+        MHD_destroy_response(r);
+        return ok;
+    }
+    int status = 0;
+    char *body = ds_completion_wait_json(c, &status);
+    ds_completion_release(c);
+    if (!body) return MHD_NO;      /* client gone */
+    return send_json(conn, status, body);
+}
+
+static enum MHD_Result handler(void *cls, struct MHD_Connection *conn, const char *url, const char *method,
+                               const char *version, const char *upload, size_t *upload_size, void **con_cls) {
+    ds_server *s = cls;
+    conn_ctx *cc = *con_cls;
+    if (!cc) {
+        cc = calloc(1, sizeof *cc);
+        if (!cc) return MHD_NO;
+        *con_cls = cc;
+        return MHD_YES;
+    }
+    if (*upload_size) {
+        if (!cc->too_large) {
+            if (cc->body.n + *upload_size > s->cfg.max_body_bytes) {
+                cc->too_large = 1;
+                ds_sb_free(&cc->body);
+            } else {
+                ds_sb_append(&cc->body, upload, *upload_size);
+            }
+        }
+        *upload_size = 0;
+        return MHD_YES;
+    }
+    int get = !strcmp(method, "GET"), post = !strcmp(method, "POST");
+    if (!strcmp(url, "/health")) {
+        if (!get) return send_error(s, conn, 405, "invalid_request_error", NULL, "use GET");
+        int ok = atomic_load(&s->ready) && !atomic_load(&s->draining);
+        const char *msg = ok ? "{\"status\":\"ok\"}" : atomic_load(&s->draining) ? "{\"status\":\"draining\"}"
+                                                                                 : "{\"status\":\"loading\"}";
+        return send_text(conn, ok ? 200 : 503, "application/json", strdup(msg), strlen(msg), NULL);
+    }
+    if (!strcmp(url, "/metrics")) {
+        if (!get) return send_error(s, conn, 405, "invalid_request_error", NULL, "use GET");
+        return route_metrics(s, conn);
+    }
+    int chat = !strcmp(url, "/v1/chat/completions"), cmpl = !strcmp(url, "/v1/completions");
+    int models = !strcmp(url, "/v1/models");
+    if (!chat && !cmpl && !models) return send_error(s, conn, 404, "not_found_error", NULL, "no such route");
+    if (!key_ok(s, conn))
+        return send_error(s, conn, 401, "authentication_error", NULL, "a valid API key is required (Authorization: Bearer KEY)");
+    if (cc->too_large) {
+        char msg[128];
+        snprintf(msg, sizeof msg, "the request body is larger than %zu bytes", s->cfg.max_body_bytes);
+        return send_error(s, conn, 413, "invalid_request_error", NULL, msg);
+    }
+    if (!atomic_load(&s->ready) || atomic_load(&s->draining))
+        return send_error(s, conn, 503, "service_unavailable", NULL,
+                          atomic_load(&s->draining) ? "the server is shutting down" : "the model is loading");
+    if (models) {
+        if (!get) return send_error(s, conn, 405, "invalid_request_error", NULL, "use GET");
+        return route_models(s, conn);
+    }
+    if (!post) return send_error(s, conn, 405, "invalid_request_error", NULL, "use POST");
+    return route_completion(s, conn, cc, chat ? DS_OAI_CHAT : DS_OAI_COMPLETION);
+}
+
+static void completed(void *cls, struct MHD_Connection *conn, void **con_cls, enum MHD_RequestTerminationCode toe) {
+    conn_ctx *cc = *con_cls;
+    if (!cc) return;
+    ds_sb_free(&cc->body);
+    free(cc);
+    *con_cls = NULL;
+}
+
+/* --- life cycle --- */
+
+static void *engine_main(void *arg) {
+    ds_engine_run(arg);
+    return NULL;
+}
+
+static int load(ds_server *s) {
+    ds_err e = {0};
+    const ds_server_config *c = &s->cfg;
+    ds_status st = ds_model_open(c->model_path, &s->file, &e);
+    if (!st) st = ds_tokenizer_from_model(s->file, &s->tok, &e);
+    if (!st) {
+        ds_model_params mp = {.max_batch_tokens = c->engine.step_tokens + c->engine.max_running + 64,
+                              .n_threads = c->n_threads};
+        if (mp.max_batch_tokens < c->engine.prefill_chunk + c->engine.max_running)
+            mp.max_batch_tokens = c->engine.prefill_chunk + c->engine.max_running;
+        st = ds_model_new(s->file, &mp, &s->model, &e);
+    }
+    if (!st) st = ds_engine_new(s->model, &c->engine, &s->eng, &e);
+    if (!st) {
+        const char *t = ds_model_chat_template(s->file);
+        st = ds_jinja_compile(t ? t : DS_DEFAULT_CHAT_TEMPLATE, &s->tmpl, &e);
+        if (st) ds_err_prefix(&e, "chat template");
+    }
+    if (st) {
+        fprintf(stderr, "deltaserve serve: %s\n", e.msg);
+        return -1;
+    }
+    const ds_model_config *mc = ds_model_cfg(s->model);
+    ds_engine_stats es;
+    ds_engine_stats_get(s->eng, &es);
+    s->ctx = mc->n_ctx_train;
+    int kv_tokens = es.kv_pages_total * c->engine.page_size;
+    if (kv_tokens > 0 && kv_tokens < s->ctx) s->ctx = kv_tokens;
+    if (c->ctx > 0 && c->ctx < s->ctx) s->ctx = c->ctx;
+    size_t n = 0;
+    const char *eos = mc->n_eos ? ds_tokenizer_token_bytes(s->tok, mc->eos_ids[0], &n) : NULL;
+    if (eos && n < sizeof s->eos_text) memcpy(s->eos_text, eos, n);
+    static const char *const KEEP[4] = {"<think>", "</think>", "<tool_call>", "</tool_call>"};
+    for (int i = 0; i < 4; i++) s->keep_ids[i] = ds_tokenizer_find(s->tok, KEEP[i]);
+    return 0;
+}
+
+static void base_name(const char *path, char *out, size_t cap) {
+    size_t len = strlen(path);
+    while (len > 1 && path[len - 1] == '/') len--;
+    const char *b = path;
+    for (size_t i = 0; i < len; i++)
+        if (path[i] == '/') b = path + i + 1;
+    size_t n = (size_t)(path + len - b);
+    if (n > 5 && !strncmp(b + n - 5, ".gguf", 5)) n -= 5;
+    snprintf(out, cap, "%.*s", (int)n, b);
+}
+
+int ds_server_run(const ds_server_config *cfg) {
+    ds_server *s = calloc(1, sizeof *s);
+    if (!s) return 1;
+    s->cfg = *cfg;
+    ds_metrics_init(&s->metrics);
+    if (cfg->served_model_name) snprintf(s->model_name, sizeof s->model_name, "%s", cfg->served_model_name);
+    else base_name(cfg->model_path, s->model_name, sizeof s->model_name);
+
+    sigset_t sigs;
+    sigemptyset(&sigs);
+    sigaddset(&sigs, SIGTERM);
+    sigaddset(&sigs, SIGINT);
+    pthread_sigmask(SIG_BLOCK, &sigs, NULL);   /* every thread started from here inherits it */
+    signal(SIGPIPE, SIG_IGN);
+
+    struct sockaddr_in addr = {.sin_family = AF_INET, .sin_port = htons((uint16_t)cfg->port)};
+    if (inet_pton(AF_INET, cfg->host, &addr.sin_addr) != 1) {
+        fprintf(stderr, "deltaserve serve: --host %s is not an IPv4 address\n", cfg->host);
+        free(s);
+        return 2;
+    }
+    struct MHD_Daemon *d = MHD_start_daemon(
+        MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_THREAD_PER_CONNECTION | MHD_USE_POLL, (uint16_t)cfg->port, NULL,
+        NULL, handler, s, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&addr, MHD_OPTION_NOTIFY_COMPLETED, completed, s,
+        MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)600, MHD_OPTION_END);
+    if (!d) {
+        fprintf(stderr, "deltaserve serve: cannot listen on %s:%d\n", cfg->host, cfg->port);
+        free(s);
+        return 1;
+    }
+    const union MHD_DaemonInfo *di = MHD_get_daemon_info(d, MHD_DAEMON_INFO_BIND_PORT);
+    int port = di ? di->port : cfg->port;
+    fprintf(stderr, "deltaserve serve: listening on http://%s:%d (loading %s)\n", cfg->host, port, cfg->model_path);
+    int rc = 0;
+    pthread_t engine_thread;
+    int engine_started = 0;
+    if (load(s) != 0) {
+        rc = 1;
+        goto out;
+    }
+    if (pthread_create(&engine_thread, NULL, engine_main, s->eng) != 0) {
+        fprintf(stderr, "deltaserve serve: cannot start the engine thread\n");
+        rc = 1;
+        goto out;
+    }
+    engine_started = 1;
+    atomic_store(&s->ready, 1);
+    fprintf(stderr, "deltaserve serve: ready: model '%s', context %d tokens, http://%s:%d/v1\n", s->model_name, s->ctx,
+            cfg->host, port);
+    fflush(stderr);
+    int sig = 0;
+    sigwait(&sigs, &sig);
+    /* drain: refuse new work, let the running requests finish */
+    atomic_store(&s->draining, 1);
+    fprintf(stderr, "deltaserve serve: %s: draining %d request(s)\n", sig == SIGTERM ? "SIGTERM" : "SIGINT",
+            atomic_load(&s->in_flight));
+    double t0 = ds_server_now();
+    while (atomic_load(&s->in_flight) > 0 && ds_server_now() - t0 < cfg->drain_timeout_s) usleep(10000);
+    if (atomic_load(&s->in_flight) > 0) fprintf(stderr, "deltaserve serve: drain timed out\n");
+out:
+    MHD_stop_daemon(d);
+    if (engine_started) {
+        ds_engine_stop(s->eng);
+        pthread_join(engine_thread, NULL);
+    }
+    if (atomic_load(&s->in_flight) > 0) rc = rc ? rc : 1;
+    else {   /* nothing references the engine any more */
+        ds_engine_free(s->eng);
+        ds_model_free(s->model);
+        ds_tokenizer_free(s->tok);
+        ds_model_close(s->file);
+        ds_jinja_free(s->tmpl);
+        ds_metrics_free(&s->metrics);
+        free(s);
+    }
+    fprintf(stderr, "deltaserve serve: stopped\n");
+    return rc;
+}

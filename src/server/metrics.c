@@ -1,0 +1,138 @@
+/* metrics.c - see metrics.h. */
+#include "server/metrics.h"
+
+#include <stdio.h>
+#include <string.h>
+
+static const double LAT_BUCKETS[] = {0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5,
+                                     0.75, 1.0, 2.5, 5.0, 7.5, 10.0, 20.0, 40.0, 80.0};
+static const double ITL_BUCKETS[] = {0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.15,
+                                     0.2, 0.3, 0.4, 0.5, 0.75, 1.0, 2.5, 5.0, 10.0};
+
+static void hist_init(ds_histogram *h, const double *le, int n) {
+    memset(h, 0, sizeof *h);
+    h->n = n;
+    memcpy(h->le, le, (size_t)n * sizeof *le);
+}
+
+static void hist_add(ds_histogram *h, double v) {
+    int i = 0;
+    while (i < h->n && v > h->le[i]) i++;
+    if (i < h->n) h->count[i]++;
+    h->total++;
+    h->sum += v;
+}
+
+void ds_metrics_init(ds_metrics *m) {
+    memset(m, 0, sizeof *m);
+    pthread_mutex_init(&m->mu, NULL);
+    hist_init(&m->ttft, LAT_BUCKETS, (int)(sizeof LAT_BUCKETS / sizeof *LAT_BUCKETS));
+    hist_init(&m->e2e, LAT_BUCKETS, (int)(sizeof LAT_BUCKETS / sizeof *LAT_BUCKETS));
+    hist_init(&m->itl, ITL_BUCKETS, (int)(sizeof ITL_BUCKETS / sizeof *ITL_BUCKETS));
+}
+
+void ds_metrics_free(ds_metrics *m) { pthread_mutex_destroy(&m->mu); }
+
+#define LOCKED(m, stmt) do { pthread_mutex_lock(&(m)->mu); stmt; pthread_mutex_unlock(&(m)->mu); } while (0)
+
+void ds_metrics_ttft(ds_metrics *m, double s) { LOCKED(m, hist_add(&m->ttft, s)); }
+void ds_metrics_itl(ds_metrics *m, double s) { LOCKED(m, hist_add(&m->itl, s)); }
+void ds_metrics_done(ds_metrics *m, double e2e, int prompt_tokens, int generation_tokens) {
+    LOCKED(m, {
+        hist_add(&m->e2e, e2e);
+        m->requests_ok++;
+        m->prompt_tokens += (uint64_t)prompt_tokens;
+        m->generation_tokens += (uint64_t)generation_tokens;
+    });
+}
+void ds_metrics_error(ds_metrics *m, ds_error_kind k) { LOCKED(m, m->errors[k]++); }
+void ds_metrics_client_abort(ds_metrics *m) { LOCKED(m, m->aborted_by_client++); }
+
+const char *ds_error_kind_name(ds_error_kind k) {
+    static const char *const N[DS_ERRK_COUNT] = {"bad_request", "auth", "not_found", "too_large",
+                                                 "queue_full", "unavailable", "engine", "internal"};
+    return k < DS_ERRK_COUNT ? N[k] : "unknown";
+}
+
+static void hist_render(ds_sb *o, const char *name, const char *help, const ds_histogram *h, const char *lbl) {
+    ds_sb_printf(o, "# HELP %s %s\n# TYPE %s histogram\n", name, help, name);
+    uint64_t cum = 0;
+    for (int i = 0; i < h->n; i++) {
+        cum += h->count[i];
+        ds_sb_printf(o, "%s_bucket{%s,le=\"%g\"} %llu\n", name, lbl, h->le[i], (unsigned long long)cum);
+    }
+    ds_sb_printf(o, "%s_bucket{%s,le=\"+Inf\"} %llu\n", name, lbl, (unsigned long long)h->total);
+    ds_sb_printf(o, "%s_sum{%s} %.6f\n%s_count{%s} %llu\n", name, lbl, h->sum, name, lbl,
+                 (unsigned long long)h->total);
+}
+
+static void metric(ds_sb *o, const char *name, const char *type, const char *help, const char *lbl, double v) {
+    ds_sb_printf(o, "# HELP %s %s\n# TYPE %s %s\n%s{%s} %.10g\n", name, help, name, type, name, lbl, v);
+}
+
+void ds_metrics_render(ds_metrics *m, const ds_engine_stats *st, const char *model_name, ds_sb *o) {
+    ds_engine_stats z = {0};
+    if (!st) st = &z;
+    char lbl[300], lbl_c[310];
+    snprintf(lbl, sizeof lbl, "model_name=\"%s\"", model_name);
+    snprintf(lbl_c, sizeof lbl_c, "%s,", lbl);
+    double kv = st->kv_pages_total ? (double)st->kv_pages_used / st->kv_pages_total : 0.0;
+    double state = st->state_slots_total ? (double)st->state_slots_used / st->state_slots_total : 0.0;
+    pthread_mutex_lock(&m->mu);
+    /* engine gauges and counters */
+    metric(o, "deltaserve:num_requests_running", "gauge", "Requests being computed.", lbl, st->running);
+    metric(o, "deltaserve:num_requests_waiting", "gauge", "Requests waiting for memory or a slot.", lbl, st->waiting);
+    metric(o, "deltaserve:kv_pages_used", "gauge", "KV cache pages in use (running and cached).", lbl, st->kv_pages_used);
+    metric(o, "deltaserve:kv_pages_total", "gauge", "KV cache pages in the pool.", lbl, st->kv_pages_total);
+    metric(o, "deltaserve:kv_cache_usage_perc", "gauge", "Fraction of KV pages in use (0..1).", lbl, kv);
+    metric(o, "deltaserve:state_slots_used", "gauge", "DeltaNet state slots in use.", lbl, st->state_slots_used);
+    metric(o, "deltaserve:state_slots_total", "gauge", "DeltaNet state slots in the pool.", lbl, st->state_slots_total);
+    metric(o, "deltaserve:state_usage_perc", "gauge", "Fraction of DeltaNet state slots in use (0..1).", lbl, state);
+    metric(o, "deltaserve:checkpoint_slots_used", "gauge", "DeltaNet checkpoints kept by the prefix cache.", lbl,
+           st->checkpoint_slots_used);
+    metric(o, "deltaserve:prefix_cache_queries_total", "counter", "Prompt tokens looked up in the prefix cache.", lbl,
+           (double)st->prefix_query_tokens);
+    metric(o, "deltaserve:prefix_cache_hits_total", "counter", "Prompt tokens found in the prefix cache.", lbl,
+           (double)st->prefix_hit_tokens);
+    metric(o, "deltaserve:checkpoint_restores_total", "counter", "DeltaNet checkpoints restored.", lbl,
+           (double)st->checkpoint_restores);
+    metric(o, "deltaserve:num_preemptions_total", "counter", "Requests preempted for memory.", lbl, (double)st->preemptions);
+    metric(o, "deltaserve:prompt_tokens_total", "counter", "Prompt tokens of finished requests.", lbl,
+           (double)m->prompt_tokens);
+    metric(o, "deltaserve:generation_tokens_total", "counter", "Generated tokens of finished requests.", lbl,
+           (double)m->generation_tokens);
+    metric(o, "deltaserve:engine_generated_tokens_total", "counter", "Tokens sampled by the engine.", lbl,
+           (double)st->generated_tokens);
+    metric(o, "deltaserve:request_success_total", "counter", "Requests answered successfully.", lbl,
+           (double)m->requests_ok);
+    metric(o, "deltaserve:request_client_aborts_total", "counter", "Requests ended by a client disconnect.", lbl,
+           (double)m->aborted_by_client);
+    ds_sb_printf(o, "# HELP deltaserve:request_errors_total Requests refused or failed, by kind.\n"
+                    "# TYPE deltaserve:request_errors_total counter\n");
+    for (int k = 0; k < DS_ERRK_COUNT; k++)
+        ds_sb_printf(o, "deltaserve:request_errors_total{%skind=\"%s\"} %llu\n", lbl_c,
+                     ds_error_kind_name((ds_error_kind)k), (unsigned long long)m->errors[k]);
+    hist_render(o, "deltaserve:time_to_first_token_seconds", "Time to first token.", &m->ttft, lbl);
+    hist_render(o, "deltaserve:inter_token_latency_seconds", "Time between streamed tokens.", &m->itl, lbl);
+    hist_render(o, "deltaserve:e2e_request_latency_seconds", "End-to-end request latency.", &m->e2e, lbl);
+    /* the names vLLM uses, for routers such as llm-d's endpoint picker */
+    metric(o, "vllm:num_requests_running", "gauge", "Alias of deltaserve:num_requests_running.", lbl, st->running);
+    metric(o, "vllm:num_requests_waiting", "gauge", "Alias of deltaserve:num_requests_waiting.", lbl, st->waiting);
+    metric(o, "vllm:gpu_cache_usage_perc", "gauge", "Alias of deltaserve:kv_cache_usage_perc.", lbl, kv);
+    metric(o, "vllm:kv_cache_usage_perc", "gauge", "Alias of deltaserve:kv_cache_usage_perc.", lbl, kv);
+    metric(o, "vllm:prefix_cache_queries_total", "counter", "Alias of deltaserve:prefix_cache_queries_total.", lbl,
+           (double)st->prefix_query_tokens);
+    metric(o, "vllm:prefix_cache_hits_total", "counter", "Alias of deltaserve:prefix_cache_hits_total.", lbl,
+           (double)st->prefix_hit_tokens);
+    metric(o, "vllm:gpu_prefix_cache_queries_total", "counter", "Alias of deltaserve:prefix_cache_queries_total.", lbl,
+           (double)st->prefix_query_tokens);
+    metric(o, "vllm:gpu_prefix_cache_hits_total", "counter", "Alias of deltaserve:prefix_cache_hits_total.", lbl,
+           (double)st->prefix_hit_tokens);
+    metric(o, "vllm:prompt_tokens_total", "counter", "Alias of deltaserve:prompt_tokens_total.", lbl,
+           (double)m->prompt_tokens);
+    metric(o, "vllm:generation_tokens_total", "counter", "Alias of deltaserve:generation_tokens_total.", lbl,
+           (double)m->generation_tokens);
+    hist_render(o, "vllm:time_to_first_token_seconds", "Alias of deltaserve:time_to_first_token_seconds.", &m->ttft, lbl);
+    hist_render(o, "vllm:e2e_request_latency_seconds", "Alias of deltaserve:e2e_request_latency_seconds.", &m->e2e, lbl);
+    pthread_mutex_unlock(&m->mu);
+}

@@ -1,0 +1,50 @@
+/* metrics.h - the server's Prometheus counters and histograms (GET /metrics).
+ *
+ * Any thread records; the text is rendered with the engine's gauges (running,
+ * waiting, pool usage, prefix cache) read at that moment. Names are
+ * deltaserve:* with the vllm:* aliases routers read (README, "Metrics"). */
+#ifndef DS_METRICS_H
+#define DS_METRICS_H
+
+#include <pthread.h>
+#include <stdint.h>
+
+#include "engine/engine.h"
+#include "server/strbuf.h"
+
+#define DS_HIST_MAX_BUCKETS 20
+
+typedef struct {
+    int n;
+    double le[DS_HIST_MAX_BUCKETS];
+    uint64_t count[DS_HIST_MAX_BUCKETS];   /* per bucket, not cumulative */
+    uint64_t total;
+    double sum;
+} ds_histogram;
+
+typedef enum {
+    DS_ERRK_BAD_REQUEST = 0, DS_ERRK_AUTH, DS_ERRK_NOT_FOUND, DS_ERRK_TOO_LARGE, DS_ERRK_QUEUE_FULL,
+    DS_ERRK_UNAVAILABLE, DS_ERRK_ENGINE, DS_ERRK_INTERNAL, DS_ERRK_COUNT
+} ds_error_kind;
+
+typedef struct {
+    pthread_mutex_t mu;
+    ds_histogram ttft, itl, e2e;
+    uint64_t requests_ok, aborted_by_client;
+    uint64_t errors[DS_ERRK_COUNT];
+    uint64_t prompt_tokens, generation_tokens;
+} ds_metrics;
+
+void ds_metrics_init(ds_metrics *m);
+void ds_metrics_free(ds_metrics *m);
+void ds_metrics_ttft(ds_metrics *m, double seconds);
+void ds_metrics_itl(ds_metrics *m, double seconds);
+/* A request that ended: e2e latency and its token counts. */
+void ds_metrics_done(ds_metrics *m, double e2e_seconds, int prompt_tokens, int generation_tokens);
+void ds_metrics_error(ds_metrics *m, ds_error_kind k);
+void ds_metrics_client_abort(ds_metrics *m);
+const char *ds_error_kind_name(ds_error_kind k);
+/* Prometheus text format 0.0.4. st: the engine's stats (NULL while loading). */
+void ds_metrics_render(ds_metrics *m, const ds_engine_stats *st, const char *model_name, ds_sb *out);
+
+#endif

@@ -1,0 +1,58 @@
+/* openai_request.h - parsing and validating an OpenAI request body
+ * (POST /v1/chat/completions, POST /v1/completions) into plain fields.
+ *
+ * Every field is checked for its type and range; a failure names the field
+ * (err->param) and says what is wrong (err->message), for a 400. Fields the
+ * server knows but does not handle yet (response_format other than text,
+ * logit_bias, echo, suffix, best_of > 1, several prompts) are refused with a
+ * message saying they are not supported. Unknown fields are ignored. */
+#ifndef DS_OPENAI_REQUEST_H
+#define DS_OPENAI_REQUEST_H
+
+#include <cjson/cJSON.h>
+#include <stdint.h>
+
+#include "engine/sampler.h"
+
+typedef enum { DS_OAI_CHAT = 0, DS_OAI_COMPLETION } ds_oai_kind;
+typedef enum { DS_TOOLS_NONE = 0, DS_TOOLS_AUTO, DS_TOOLS_REQUIRED, DS_TOOLS_NAMED } ds_tool_choice;
+
+#define DS_OAI_MAX_N 16
+#define DS_OAI_MAX_STOP 16
+
+typedef struct {
+    ds_oai_kind kind;
+    char *model;                 /* NULL when not given */
+    /* chat */
+    cJSON *messages;             /* normalised for the template: content as one string, arguments as objects */
+    cJSON *tools;                /* NULL when none */
+    cJSON *template_kwargs;      /* NULL when none */
+    ds_tool_choice tool_choice;
+    char *tool_name;             /* DS_TOOLS_NAMED */
+    /* completions */
+    char *prompt;                /* text, or NULL when prompt_ids is used */
+    int32_t *prompt_ids;
+    int n_prompt_ids;
+    /* both */
+    ds_sampling_params sampling;
+    int seed_given;
+    int max_tokens;              /* -1: up to the context */
+    char *stop[DS_OAI_MAX_STOP];
+    int n_stop;
+    int logprobs;                /* 1: return logprobs */
+    int top_logprobs;            /* alternatives per token */
+    int n;
+    int stream;
+    int include_usage;
+} ds_oai_request;
+
+typedef struct {
+    char param[64];
+    char message[512];
+} ds_oai_error;
+
+/* Returns 0, or -1 with err filled (always a 400) and *out left empty. */
+int ds_oai_request_parse(const char *body, size_t len, ds_oai_kind kind, ds_oai_request *out, ds_oai_error *err);
+void ds_oai_request_free(ds_oai_request *r);
+
+#endif

@@ -1,0 +1,37 @@
+/* server.h - `deltaserve serve`: an OpenAI-compatible HTTP server over the
+ * continuous batching engine.
+ *
+ * Threads: the main thread loads the model, then waits for SIGTERM/SIGINT;
+ * one engine thread runs ds_engine_run and owns the model; libmicrohttpd runs
+ * one thread per connection, which parses, renders the chat template,
+ * tokenizes, submits, and turns the request's events into the answer. The
+ * engine hands events to a request through a queue under the request's mutex
+ * (completion.c); nothing else is shared but the engine's thread-safe calls. */
+#ifndef DS_SERVER_H
+#define DS_SERVER_H
+
+#include <stddef.h>
+
+#include "engine/engine.h"
+
+typedef struct {
+    const char *model_path;       /* required */
+    const char *host;             /* "127.0.0.1" */
+    int port;                     /* 0: any free port (printed) */
+    const char *api_key;          /* NULL: no authentication */
+    const char *served_model_name;/* NULL: the model file's base name */
+    ds_engine_params engine;
+    int n_threads;                /* compute threads (0: one per core) */
+    int ctx;                      /* 0: the model's trained context */
+    size_t max_body_bytes;        /* larger bodies get 413 */
+    int fault_after;              /* > 0: the Nth request's model call fails (test hook) */
+    int fault_every;              /* > 0: every Nth request's model call fails (test hook) */
+    int fault_at_token;           /* with the two above: fail after this many tokens (0: the first call) */
+    double drain_timeout_s;       /* SIGTERM: running requests get this long to finish */
+} ds_server_config;
+
+void ds_server_defaults(ds_server_config *c);
+/* Serves until SIGTERM/SIGINT, then drains. Returns the process exit code. */
+int ds_server_run(const ds_server_config *c);
+
+#endif

@@ -1,0 +1,36 @@
+/* server_int.h - what http.c and completion.c share: the server state. */
+#ifndef DS_SERVER_INT_H
+#define DS_SERVER_INT_H
+
+#include <stdatomic.h>
+#include <stdint.h>
+
+#include "engine/engine.h"
+#include "loading/model_file.h"
+#include "model/model.h"
+#include "server/jinja.h"
+#include "server/metrics.h"
+#include "server/server.h"
+#include "tokenizer/tokenizer.h"
+
+typedef struct ds_server {
+    ds_server_config cfg;
+    ds_model_file *file;
+    ds_tokenizer *tok;
+    ds_model *model;
+    ds_engine *eng;
+    ds_jinja *tmpl;
+    char model_name[256];
+    char eos_text[64];
+    int ctx;                       /* longest prompt + completion */
+    int32_t keep_ids[4];           /* special tokens whose text the parsers need (<think>, <tool_call>...) */
+    atomic_int ready;              /* model loaded, engine running */
+    atomic_int draining;           /* SIGTERM seen: refuse new work */
+    atomic_int in_flight;          /* completion requests not yet freed */
+    atomic_ullong n_requests;      /* completion requests submitted (fault hook) */
+    ds_metrics metrics;
+} ds_server;
+
+double ds_server_now(void);
+
+#endif

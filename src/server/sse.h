@@ -1,0 +1,16 @@
+/* sse.h - Server-Sent Events framing for the streaming OpenAI endpoints. */
+#ifndef DS_SSE_H
+#define DS_SSE_H
+
+#include <cjson/cJSON.h>
+
+#include "server/strbuf.h"
+
+/* "data: <json>\n\n" */
+void ds_sse_data(ds_sb *out, const cJSON *obj);
+/* "data: [DONE]\n\n" */
+void ds_sse_done(ds_sb *out);
+/* "event: error\ndata: {"error": {...}}\n\n" - ends a stream that failed after its headers went out. */
+void ds_sse_error(ds_sb *out, const char *type, const char *message);
+
+#endif

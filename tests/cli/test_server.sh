@@ -1,0 +1,96 @@
+#!/usr/bin/env bash
+# End-to-end checks of `deltaserve serve`: starts real servers on 127.0.0.1
+# (free ports) with the tiny model and runs tests/server/e2e.mjs (the official
+# openai client plus raw HTTP) against them in four modes: main, queue (429),
+# fault (engine failures) and drain (SIGTERM). Prints ok/FAIL lines and
+# "RESULT passed=N failed=M". Env: DS_BIN, DS_TMP, DS_ROOT (tests/run.sh).
+set -u
+: "${DS_BIN:?}" "${DS_TMP:?}" "${DS_ROOT:?}"
+passed=0 failed=0
+ok() { echo "ok $1"; passed=$((passed + 1)); }
+bad() { echo "FAIL $1: $2"; failed=$((failed + 1)); }
+model="$DS_TMP/tiny.gguf"
+[ -f "$model" ] || "$DS_BIN" make-model --shape tiny --out "$model" >/dev/null || { bad make-model "failed"; echo "RESULT passed=$passed failed=$failed"; exit 1; }
+key="test-key-$$"
+pids=()
+cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null; done; }
+trap cleanup EXIT
+
+# start NAME ARGS... : starts a server, sets $port and $pid, waits for /health
+start() {
+    local name=$1; shift
+    local log="$DS_TMP/server-$name.log"
+    "$DS_BIN" serve -m "$model" --port 0 --api-key "$key" --served-model-name tiny --threads 2 "$@" >"$log" 2>&1 &
+    pid=$!
+    pids+=("$pid")
+    port=""
+    for _ in $(seq 1 200); do
+        port=$(sed -n 's/.*listening on http:\/\/127.0.0.1:\([0-9]*\).*/\1/p' "$log" | head -n 1)
+        [ -n "$port" ] && grep -q "ready:" "$log" && break
+        kill -0 "$pid" 2>/dev/null || break
+        sleep 0.1
+    done
+    if [ -z "$port" ] || ! grep -q "ready:" "$log"; then
+        bad "server $name starts" "$(tail -n 5 "$log")"
+        return 1
+    fi
+    ok "server $name starts"
+}
+
+# suite MODE : runs e2e.mjs against the last started server
+suite() {
+    local out
+    out=$(cd "$DS_ROOT/tests/server" && DS_URL="http://127.0.0.1:$port" DS_KEY="$key" DS_MODEL=tiny DS_MODE="$1" \
+          DS_SERVER_PID="$pid" timeout 120 node e2e.mjs 2>&1)
+    echo "$out" | grep -E '^(ok|FAIL) '
+    local line p f
+    line=$(echo "$out" | grep -E '^RESULT passed=[0-9]+ failed=[0-9]+$' | tail -n 1)
+    if [ -z "$line" ]; then bad "suite $1" "no RESULT line: $(echo "$out" | tail -n 5)"; return; fi
+    p=${line#RESULT passed=}; p=${p%% *}; f=${line##*failed=}
+    passed=$((passed + p)) failed=$((failed + f))
+}
+
+# stops: SIGTERM, expects exit 0
+stop() {
+    local name=$1
+    kill -TERM "$pid" 2>/dev/null
+    local rc=0
+    for _ in $(seq 1 100); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+    if kill -0 "$pid" 2>/dev/null; then bad "server $name exits on SIGTERM" "still running"; kill -9 "$pid"; return; fi
+    wait "$pid"; rc=$?
+    [ "$rc" -eq 0 ] && ok "server $name exits 0 on SIGTERM" || bad "server $name exits 0 on SIGTERM" "exit $rc: $(tail -n 3 "$DS_TMP/server-$name.log")"
+}
+
+if ! [ -d "$DS_ROOT/tests/server/node_modules/openai" ]; then
+    bad "openai client" "tests/server/node_modules missing (npm ci in tests/server)"
+    echo "RESULT passed=$passed failed=$failed"; exit 1
+fi
+
+if start main --max-body-kb 64; then
+    suite main
+    stop main
+fi
+if start queue --max-queue 1 --max-running 1 --no-prefix-cache; then
+    suite queue
+    stop queue
+fi
+if DS_FAULT_EVERY=1 DS_FAULT_AT_TOKEN=3 start fault; then
+    suite fault
+    stop fault
+fi
+if start drain; then
+    suite drain
+    for _ in $(seq 1 100); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+    if kill -0 "$pid" 2>/dev/null; then bad "drain: server exits after the stream" "still running"
+    else wait "$pid"; rc=$?; [ "$rc" -eq 0 ] && ok "drain: server exits 0" || bad "drain: server exits 0" "exit $rc"; fi
+fi
+# the default model next to the binary (what `make run` serves)
+if [ -f "$(dirname "$DS_BIN")/models/default.gguf" ]; then
+    log="$DS_TMP/server-default.log"
+    "$DS_BIN" serve --port 0 >"$log" 2>&1 & pid=$!; pids+=("$pid")
+    for _ in $(seq 1 100); do grep -q "ready:" "$log" && break; sleep 0.1; done
+    grep -q "ready: model 'default'" "$log" && ok "serve without -m serves models/default.gguf" || bad "serve without -m" "$(tail -n 3 "$log")"
+    kill -TERM "$pid"; wait "$pid"
+fi
+echo "RESULT passed=$passed failed=$failed"
+[ "$failed" -eq 0 ]

@@ -1,0 +1,380 @@
+// End-to-end tests of `deltaserve serve` (started by tests/cli/test_server.sh).
+// Env: DS_URL (http://127.0.0.1:PORT), DS_KEY (its API key), DS_MODEL (served name),
+//      DS_MODE: "main" (everything on the main server), "queue" (a server with
+//      --max-queue 1 --max-running 1), "fault" (DS_FAULT_EVERY=1 DS_FAULT_AT_TOKEN=3),
+//      "drain" (SIGTERM DS_SERVER_PID while a stream runs).
+// Prints "ok NAME" / "FAIL NAME: why" lines and "RESULT passed=N failed=M".
+import OpenAI from 'openai';
+import http from 'node:http';
+
+const URL_ = process.env.DS_URL, KEY = process.env.DS_KEY, MODEL = process.env.DS_MODEL;
+const MODE = process.env.DS_MODE || 'main';
+const client = new OpenAI({ baseURL: URL_ + '/v1', apiKey: KEY, maxRetries: 0, timeout: 60000 });
+let passed = 0, failed = 0;
+
+function check(cond, msg) { if (!cond) throw new Error(msg); }
+async function t(name, fn) {
+  try { await fn(); console.log(`ok ${name}`); passed++; }
+  catch (e) { console.log(`FAIL ${name}: ${e && e.stack ? e.stack.split('\n').slice(0, 3).join(' | ') : e}`); failed++; }
+}
+
+// raw HTTP: returns {status, headers, body}
+function raw(method, path, body, headers = {}) {
+  return new Promise((resolve, reject) => {
+    const u = new URL(URL_ + path);
+    const h = { ...headers };
+    if (body !== undefined && !('Content-Type' in h)) h['Content-Type'] = 'application/json';
+    const req = http.request({ host: u.hostname, port: u.port, path: u.pathname, method, headers: h }, (res) => {
+      let data = '';
+      res.setEncoding('utf8');
+      res.on('data', (c) => (data += c));
+      res.on('end', () => resolve({ status: res.statusCode, headers: res.headers, body: data }));
+      res.on('error', reject);
+    });
+    req.on('error', reject);
+    if (body !== undefined) req.write(typeof body === 'string' ? body : JSON.stringify(body));
+    req.end();
+  });
+}
+const auth = { Authorization: `Bearer ${KEY}` };
+const chatBody = (extra = {}) => ({ model: MODEL, messages: [{ role: 'user', content: 'hi' }], max_tokens: 4, ...extra });
+
+async function metrics() {
+  const r = await raw('GET', '/metrics');
+  const m = {};
+  for (const line of r.body.split('\n')) {
+    if (!line || line[0] === '#') continue;
+    const sp = line.lastIndexOf(' ');
+    const name = line.slice(0, sp).replace(/\{.*\}$/, '');
+    if (!(name in m)) m[name] = Number(line.slice(sp + 1));
+  }
+  return m;
+}
+const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+
+// parses an SSE body into data payloads and events
+function parseSSE(body) {
+  const out = [];
+  for (const block of body.split('\n\n')) {
+    if (!block.trim()) continue;
+    let ev = 'message', data = '';
+    for (const l of block.split('\n')) {
+      if (l.startsWith('event: ')) ev = l.slice(7);
+      else if (l.startsWith('data: ')) data += l.slice(6);
+    }
+    out.push({ event: ev, data });
+  }
+  return out;
+}
+
+async function mainSuite() {
+  await t('models lists the served model', async () => {
+    const list = await client.models.list();
+    check(list.data.length === 1 && list.data[0].id === MODEL, JSON.stringify(list.data));
+  });
+  await t('health is 200 when ready', async () => {
+    const r = await raw('GET', '/health');
+    check(r.status === 200, r.status);
+  });
+  await t('chat non-streaming: usage exact, reasoning split', async () => {
+    const r = await client.chat.completions.create({ model: MODEL, messages: [{ role: 'user', content: 'hello' }], max_tokens: 7 });
+    const c = r.choices[0];
+    check(r.object === 'chat.completion', r.object);
+    check(c.finish_reason === 'length' || c.finish_reason === 'stop', c.finish_reason);
+    check(r.usage.completion_tokens <= 7 && r.usage.completion_tokens >= 1, JSON.stringify(r.usage));
+    check(r.usage.total_tokens === r.usage.prompt_tokens + r.usage.completion_tokens, 'total');
+    check(r.usage.prompt_tokens > 0, 'prompt tokens');
+    check(typeof r.usage.prompt_tokens_details.cached_tokens === 'number', 'cached_tokens');
+    // the Qwen3.5 generation prompt opens <think>: the random model's text is reasoning
+    check(typeof c.message.reasoning_content === 'string', 'reasoning_content missing');
+    if (c.finish_reason === 'length') check(r.usage.completion_tokens === 7, 'length means max_tokens tokens');
+    check(r.usage.completion_tokens_details.reasoning_tokens <= r.usage.completion_tokens, 'reasoning tokens');
+  });
+  await t('chat enable_thinking=false: content, no reasoning', async () => {
+    const r = await client.chat.completions.create({ model: MODEL, messages: [{ role: 'user', content: 'hello' }], max_tokens: 6,
+      chat_template_kwargs: { enable_thinking: false }, temperature: 0 });
+    const c = r.choices[0];
+    check(!c.message.reasoning_content, `reasoning: ${c.message.reasoning_content}`);
+    check(r.usage.completion_tokens_details.reasoning_tokens === 0, 'reasoning tokens');
+  });
+  await t('chat streaming: role first, finish, usage once, [DONE]', async () => {
+    const stream = await client.chat.completions.create({ ...chatBody({ max_tokens: 9 }), stream: true, stream_options: { include_usage: true } });
+    let first = true, usageCount = 0, finish = null, n = 0, reasoning = '';
+    for await (const ch of stream) {
+      if (first) { check(ch.choices[0].delta.role === 'assistant', 'role chunk'); first = false; continue; }
+      if (ch.usage) { usageCount++; check(ch.choices.length === 0, 'usage chunk has no choices'); check(ch.usage.completion_tokens === 9 || finish === 'stop', JSON.stringify(ch.usage)); continue; }
+      const c = ch.choices[0];
+      if (c.delta.reasoning_content) reasoning += c.delta.reasoning_content;
+      if (c.finish_reason) finish = c.finish_reason;
+      n++;
+    }
+    check(usageCount === 1, `usage chunks: ${usageCount}`);
+    check(finish === 'length' || finish === 'stop', finish);
+  });
+  await t('streaming without include_usage sends no usage', async () => {
+    const r = await raw('POST', '/v1/chat/completions', chatBody({ stream: true }), auth);
+    check(r.status === 200 && r.headers['content-type'].startsWith('text/event-stream'), r.status);
+    const evs = parseSSE(r.body);
+    check(evs[evs.length - 1].data === '[DONE]', 'ends with [DONE]');
+    check(!evs.some((e) => e.data.includes('"usage"')), 'usage present');
+  });
+  await t('stream and non-stream agree (seed, temperature 0)', async () => {
+    const a = await client.chat.completions.create(chatBody({ max_tokens: 12, temperature: 0, chat_template_kwargs: { enable_thinking: false } }));
+    const s = await client.chat.completions.create({ ...chatBody({ max_tokens: 12, temperature: 0, chat_template_kwargs: { enable_thinking: false } }), stream: true });
+    let text = '';
+    for await (const ch of s) if (ch.choices[0] && ch.choices[0].delta.content) text += ch.choices[0].delta.content;
+    check(text === (a.choices[0].message.content || ''), `${JSON.stringify(text)} vs ${JSON.stringify(a.choices[0].message.content)}`);
+  });
+  await t('seed reproduces a sampled completion', async () => {
+    const p = { model: MODEL, prompt: 'once upon a time', max_tokens: 16, temperature: 1.0, top_p: 0.9, top_k: 50, seed: 1234 };
+    const a = await client.completions.create(p), b = await client.completions.create(p);
+    check(a.choices[0].text === b.choices[0].text, 'different texts');
+  });
+  await t('completions: logprobs, n, usage', async () => {
+    const r = await client.completions.create({ model: MODEL, prompt: 'abc', max_tokens: 5, logprobs: 3, n: 3, seed: 7, temperature: 1 });
+    check(r.choices.length === 3, 'n');
+    let total = 0;
+    for (const c of r.choices) {
+      check(c.finish_reason === 'length' || c.finish_reason === 'stop', c.finish_reason);
+      check(c.logprobs.tokens.length === c.logprobs.token_logprobs.length, 'logprob lengths');
+      check(c.logprobs.top_logprobs.every((o) => Object.keys(o).length <= 3), 'top');
+      total += c.finish_reason === 'length' ? c.logprobs.tokens.length : c.logprobs.tokens.length + 1;
+    }
+    check(r.usage.completion_tokens === total, `usage ${r.usage.completion_tokens} vs ${total}`);
+  });
+  await t('chat logprobs and top_logprobs', async () => {
+    const r = await client.chat.completions.create(chatBody({ max_tokens: 5, logprobs: true, top_logprobs: 2, temperature: 0 }));
+    const lp = r.choices[0].logprobs.content;
+    check(lp.length === r.usage.completion_tokens || r.choices[0].finish_reason === 'stop', `${lp.length} vs ${r.usage.completion_tokens}`);
+    check(lp.every((e) => e.top_logprobs.length === 2 && typeof e.logprob === 'number' && Array.isArray(e.bytes)), 'shape');
+    // greedy: the chosen token is the most likely one
+    check(lp.every((e) => e.logprob >= e.top_logprobs[0].logprob - 1e-4), 'greedy picks the top token');
+  });
+  await t('chat n=2 streaming has both indices', async () => {
+    const s = await client.chat.completions.create({ ...chatBody({ n: 2, max_tokens: 3 }), stream: true });
+    const fin = new Set();
+    for await (const ch of s) for (const c of ch.choices) if (c.finish_reason) fin.add(c.index);
+    check(fin.has(0) && fin.has(1), [...fin].join(','));
+  });
+  await t('stop string is never leaked', async () => {
+    // find the greedy text, then stop at a piece of it
+    const base = await client.completions.create({ model: MODEL, prompt: 'The', max_tokens: 12, temperature: 0 });
+    const text = base.choices[0].text;
+    if (text.length < 4) return;
+    const stop = text.slice(2, 4);
+    const r = await client.completions.create({ model: MODEL, prompt: 'The', max_tokens: 12, temperature: 0, stop: [stop] });
+    check(r.choices[0].text === text.slice(0, text.indexOf(stop)), `${JSON.stringify(r.choices[0].text)} stop ${JSON.stringify(stop)}`);
+    check(r.choices[0].finish_reason === 'stop', r.choices[0].finish_reason);
+    const s = await client.completions.create({ model: MODEL, prompt: 'The', max_tokens: 12, temperature: 0, stop, stream: true });
+    let st = '';
+    for await (const ch of s) if (ch.choices[0]) st += ch.choices[0].text;
+    check(st === r.choices[0].text, `stream ${JSON.stringify(st)}`);
+  });
+  await t('content parts and system/developer messages', async () => {
+    const r = await client.chat.completions.create({ model: MODEL, max_tokens: 2, messages: [
+      { role: 'developer', content: 'be brief' },
+      { role: 'user', content: [{ type: 'text', text: 'hello ' }, { type: 'text', text: 'there' }] }] });
+    check(r.choices.length === 1, 'choices');
+  });
+  await t('tools round trip renders with the model template', async () => {
+    const tools = [{ type: 'function', function: { name: 'get_weather', description: 'weather', parameters: { type: 'object', properties: { city: { type: 'string' } } } } }];
+    const messages = [
+      { role: 'user', content: 'weather in Paris?' },
+      { role: 'assistant', content: null, tool_calls: [{ id: 'call_1', type: 'function', function: { name: 'get_weather', arguments: '{"city":"Paris"}' } }] },
+      { role: 'tool', tool_call_id: 'call_1', content: '{"temp": 21}' }];
+    for (const tool_choice of ['auto', 'none', 'required', { type: 'function', function: { name: 'get_weather' } }]) {
+      const r = await client.chat.completions.create({ model: MODEL, messages, tools, tool_choice, max_tokens: 4 });
+      const c = r.choices[0];
+      check(['stop', 'length', 'tool_calls'].includes(c.finish_reason), c.finish_reason);
+      if (c.finish_reason === 'tool_calls') check(c.message.tool_calls.length > 0, 'calls');
+    }
+  });
+  await t('prefix cache: a repeated long prompt reports cached tokens', async () => {
+    const long = 'lorem ipsum dolor sit amet '.repeat(40);
+    const p = { model: MODEL, messages: [{ role: 'user', content: long }], max_tokens: 1 };
+    await client.chat.completions.create(p);
+    const r = await client.chat.completions.create(p);
+    check(r.usage.prompt_tokens_details.cached_tokens > 0, JSON.stringify(r.usage));
+    const m = await metrics();
+    check(m['vllm:prefix_cache_hits_total'] > 0 && m['vllm:prefix_cache_queries_total'] >= m['vllm:prefix_cache_hits_total'], 'metrics');
+  });
+  await t('metrics: names and aliases', async () => {
+    const m = await metrics();
+    for (const k of ['vllm:num_requests_running', 'vllm:num_requests_waiting', 'vllm:gpu_cache_usage_perc', 'vllm:kv_cache_usage_perc',
+      'deltaserve:state_usage_perc', 'deltaserve:prompt_tokens_total', 'deltaserve:generation_tokens_total',
+      'deltaserve:time_to_first_token_seconds_count', 'deltaserve:inter_token_latency_seconds_count', 'deltaserve:e2e_request_latency_seconds_count',
+      'deltaserve:request_errors_total'])
+      check(k in m, `missing ${k}`);
+    check(m['deltaserve:generation_tokens_total'] > 0 && m['deltaserve:time_to_first_token_seconds_count'] > 0, 'counted');
+  });
+
+  // --- bad input: exact statuses ---
+  const bad = [
+    ['malformed JSON', '/v1/chat/completions', '{"messages": [', 400, ''],
+    ['body not an object', '/v1/chat/completions', '[1,2]', 400, ''],
+    ['messages missing', '/v1/chat/completions', { model: MODEL }, 400, 'messages'],
+    ['messages empty', '/v1/chat/completions', { model: MODEL, messages: [] }, 400, 'messages'],
+    ['messages wrong type', '/v1/chat/completions', { messages: 'hi' }, 400, 'messages'],
+    ['role wrong', '/v1/chat/completions', { messages: [{ role: 'wizard', content: 'x' }] }, 400, 'messages[0].role'],
+    ['content wrong type', '/v1/chat/completions', { messages: [{ role: 'user', content: 5 }] }, 400, 'messages[0].content'],
+    ['image part unsupported', '/v1/chat/completions', { messages: [{ role: 'user', content: [{ type: 'image_url', image_url: { url: 'x' } }] }] }, 400, 'messages[0].content'],
+    ['temperature wrong type', '/v1/chat/completions', chatBody({ temperature: 'hot' }), 400, 'temperature'],
+    ['temperature out of range', '/v1/chat/completions', chatBody({ temperature: 7 }), 400, 'temperature'],
+    ['max_tokens not an integer', '/v1/chat/completions', chatBody({ max_tokens: 1.5 }), 400, 'max_tokens'],
+    ['max_tokens zero', '/v1/chat/completions', chatBody({ max_tokens: 0 }), 400, 'max_tokens'],
+    ['n too large', '/v1/chat/completions', chatBody({ n: 1000 }), 400, 'n'],
+    ['stop wrong type', '/v1/chat/completions', chatBody({ stop: 3 }), 400, 'stop'],
+    ['stream wrong type', '/v1/chat/completions', chatBody({ stream: 'yes' }), 400, 'stream'],
+    ['top_logprobs without logprobs', '/v1/chat/completions', chatBody({ top_logprobs: 3 }), 400, 'top_logprobs'],
+    ['tools wrong type', '/v1/chat/completions', chatBody({ tools: {} }), 400, 'tools'],
+    ['tool_choice unknown function', '/v1/chat/completions', chatBody({ tools: [{ type: 'function', function: { name: 'a' } }], tool_choice: { type: 'function', function: { name: 'b' } } }), 400, 'tool_choice'],
+    ['response_format json_schema unsupported', '/v1/chat/completions', chatBody({ response_format: { type: 'json_schema', json_schema: { name: 'x', schema: {} } } }), 400, 'response_format'],
+    ['chat_template_kwargs wrong type', '/v1/chat/completions', chatBody({ chat_template_kwargs: 3 }), 400, 'chat_template_kwargs'],
+    ['over the context', '/v1/chat/completions', chatBody({ max_tokens: 1000000 }), 400, 'max_tokens'],
+    ['prompt missing', '/v1/completions', { model: MODEL }, 400, 'prompt'],
+    ['prompt wrong type', '/v1/completions', { prompt: 5 }, 400, 'prompt'],
+    ['token id outside the vocabulary', '/v1/completions', { prompt: [1, 99999999], max_tokens: 2 }, 400, 'prompt'],
+    ['echo unsupported', '/v1/completions', { prompt: 'x', echo: true }, 400, 'echo'],
+    ['unknown model', '/v1/chat/completions', chatBody({ model: 'no-such-model' }), 404, 'model'],
+  ];
+  for (const [name, path, body, status, param] of bad) {
+    await t(`bad input: ${name} -> ${status}`, async () => {
+      const r = await raw('POST', path, body, auth);
+      check(r.status === status, `status ${r.status}: ${r.body}`);
+      const e = JSON.parse(r.body).error;
+      check(e && typeof e.message === 'string' && e.message.length > 0, 'error body');
+      if (param) check(e.param === param, `param ${e.param}`);
+    });
+  }
+  await t('bad input: missing key -> 401', async () => {
+    const r = await raw('POST', '/v1/chat/completions', chatBody());
+    check(r.status === 401, r.status);
+    check(!r.body.includes(KEY), 'key echoed');
+  });
+  await t('bad input: wrong key -> 401', async () => {
+    const r = await raw('POST', '/v1/chat/completions', chatBody(), { Authorization: 'Bearer wrong' + KEY });
+    check(r.status === 401, r.status);
+    const r2 = await raw('GET', '/v1/models', undefined, { Authorization: 'Bearer ' + KEY.slice(0, -1) });
+    check(r2.status === 401, r2.status);
+  });
+  await t('bad input: body over the limit -> 413', async () => {
+    const r = await raw('POST', '/v1/chat/completions', '{"x":"' + 'a'.repeat(200 * 1024) + '"}', auth);
+    check(r.status === 413, r.status);
+  });
+  await t('bad input: unknown route -> 404, wrong method -> 405', async () => {
+    check((await raw('GET', '/v1/nothing', undefined, auth)).status === 404, '404');
+    check((await raw('GET', '/v1/chat/completions', undefined, auth)).status === 405, '405');
+  });
+  await t('errors are counted by kind', async () => {
+    const r = await raw('GET', '/metrics');
+    check(/deltaserve:request_errors_total\{[^}]*kind="bad_request"\} [1-9]/.test(r.body), 'bad_request');
+    check(/deltaserve:request_errors_total\{[^}]*kind="auth"\} [1-9]/.test(r.body), 'auth');
+  });
+
+  // --- disconnect ---
+  for (const stream of [true, false]) {
+    await t(`client disconnect (${stream ? 'streaming' : 'non-streaming'}) frees the pools`, async () => {
+      const before = await metrics();
+      const ac = new AbortController();
+      const body = JSON.stringify({ model: MODEL, prompt: 'x', max_tokens: 3000, stream, temperature: 1, seed: 5 });
+      const p = fetch(URL_ + '/v1/completions', { method: 'POST', body, headers: { ...auth, 'Content-Type': 'application/json' }, signal: ac.signal });
+      if (stream) {
+        const res = await p;
+        const rd = res.body.getReader();
+        await rd.read();
+        await rd.read();
+      } else {
+        await sleep(150);
+      }
+      const mid = await metrics();
+      check(mid['vllm:num_requests_running'] >= 1, 'request not running');
+      ac.abort();
+      await p.catch(() => {});
+      const t0 = Date.now();
+      let m;
+      for (;;) {
+        m = await metrics();
+        if (m['vllm:num_requests_running'] === 0 && m['deltaserve:state_slots_used'] === before['deltaserve:state_slots_used'] &&
+            m['deltaserve:kv_pages_used'] <= before['deltaserve:kv_pages_used']) break;
+        if (Date.now() - t0 > 1000) throw new Error(`pools not back after 1 s: ${JSON.stringify({ running: m['vllm:num_requests_running'], state: m['deltaserve:state_slots_used'], kv: m['deltaserve:kv_pages_used'], kv0: before['deltaserve:kv_pages_used'] })}`);
+        await sleep(20);
+      }
+      check(m['deltaserve:request_client_aborts_total'] > before['deltaserve:request_client_aborts_total'], 'abort counted');
+    });
+  }
+}
+
+async function queueSuite() {
+  await t('queue full -> 429 with Retry-After', async () => {
+    const ac = new AbortController();
+    const long = () => fetch(URL_ + '/v1/completions', { method: 'POST', signal: ac.signal, headers: { ...auth, 'Content-Type': 'application/json' },
+      body: JSON.stringify({ model: MODEL, prompt: 'x', max_tokens: 3000, stream: true }) }).catch(() => null);
+    const a = long();
+    for (let i = 0; i < 250 && (await metrics())['vllm:num_requests_running'] !== 1; i++) await sleep(20);
+    const b = long();
+    for (let i = 0; i < 250 && (await metrics())['vllm:num_requests_waiting'] !== 1; i++) await sleep(20);
+    const r = await raw('POST', '/v1/completions', { model: MODEL, prompt: 'x', max_tokens: 2 }, auth);
+    ac.abort();
+    await a; await b;
+    check(r.status === 429, `status ${r.status}: ${r.body}`);
+    check(r.headers['retry-after'] !== undefined, 'Retry-After');
+    check(JSON.parse(r.body).error.type === 'rate_limit_error', r.body);
+  });
+}
+
+async function faultSuite() {
+  // DS_FAULT_EVERY=1 DS_FAULT_AT_TOKEN=3: every request's model call fails after 3 tokens
+  await t('engine failure non-streaming -> 500, never 200', async () => {
+    const r = await raw('POST', '/v1/chat/completions', chatBody({ max_tokens: 20 }), auth);
+    check(r.status === 500, `status ${r.status}: ${r.body}`);
+    check(JSON.parse(r.body).error.type === 'server_error', r.body);
+  });
+  await t('engine failure streaming -> SSE error event, no [DONE]', async () => {
+    const r = await raw('POST', '/v1/chat/completions', chatBody({ max_tokens: 20, stream: true }), auth);
+    check(r.status === 200, r.status);
+    const evs = parseSSE(r.body);
+    check(evs.some((e) => e.event === 'error'), 'no error event');
+    check(!evs.some((e) => e.data === '[DONE]'), '[DONE] sent');
+    check(!evs.some((e) => e.data.includes('"finish_reason":"error"')), 'finish_reason error');
+  });
+  await t('the openai client raises on the stream error', async () => {
+    let threw = false;
+    try {
+      const s = await client.chat.completions.create({ ...chatBody({ max_tokens: 20 }), stream: true });
+      for await (const _ of s) { /* drain */ }
+    } catch (e) { threw = true; }
+    check(threw, 'no exception');
+  });
+  await t('engine errors are counted', async () => {
+    const r = await raw('GET', '/metrics');
+    check(/deltaserve:request_errors_total\{[^}]*kind="engine"\} [1-9]/.test(r.body), 'engine');
+  });
+}
+
+async function drainSuite() {
+  const pid = Number(process.env.DS_SERVER_PID);
+  await t('SIGTERM drains: 503s for new work, running stream finishes', async () => {
+    const s = await client.completions.create({ model: MODEL, prompt: 'x', max_tokens: 300, stream: true, temperature: 1, seed: 3 });
+    const it = s[Symbol.asyncIterator]();
+    await it.next();
+    process.kill(pid, 'SIGTERM');
+    await sleep(100);
+    const h = await raw('GET', '/health');
+    check(h.status === 503, `health ${h.status}`);
+    const n = await raw('POST', '/v1/completions', { model: MODEL, prompt: 'x', max_tokens: 2 }, auth);
+    check(n.status === 503, `new request ${n.status}`);
+    let finish = null;
+    for (;;) {
+      const { value, done } = await it.next();
+      if (done) break;
+      if (value.choices[0] && value.choices[0].finish_reason) finish = value.choices[0].finish_reason;
+    }
+    check(finish === 'length' || finish === 'stop', `finish ${finish}`);
+  });
+}
+
+if (MODE === 'main') await mainSuite();
+else if (MODE === 'queue') await queueSuite();
+else if (MODE === 'fault') await faultSuite();
+else if (MODE === 'drain') await drainSuite();
+console.log(`RESULT passed=${passed} failed=${failed}`);

@@ -1,0 +1,156 @@
+/* test_server_parse.c - the server's text-level pieces: stop strings held
+ * back, reasoning / tool call splitting, tool call bodies, request parsing. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "server/chat_parser.h"
+#include "server/openai_request.h"
+#include "server/stop_filter.h"
+#include "testing.h"
+
+typedef struct {
+    ds_sb content, reasoning, pieces;
+    cJSON *calls;
+} sink;
+
+static void on_text(void *u, const char *s, size_t n) {
+    sink *k = u;
+    ds_sb_append(&k->content, s, n);
+    ds_sb_append(&k->pieces, "|", 1);
+    ds_sb_append(&k->pieces, s, n);
+}
+
+static void on_part(void *u, ds_part_kind kind, const char *s, size_t n, const cJSON *call) {
+    sink *k = u;
+    if (kind == DS_PART_TOOL_CALL) {
+        if (!k->calls) k->calls = cJSON_CreateArray();
+        cJSON_AddItemToArray(k->calls, cJSON_Duplicate(call, 1));
+    } else {
+        ds_sb_append(kind == DS_PART_REASONING ? &k->reasoning : &k->content, s, n);
+    }
+}
+
+static void sink_free(sink *k) {
+    ds_sb_free(&k->content);
+    ds_sb_free(&k->reasoning);
+    ds_sb_free(&k->pieces);
+    cJSON_Delete(k->calls);
+    memset(k, 0, sizeof *k);
+}
+
+static const char *S(const ds_sb *b) { return b->s ? b->s : ""; }
+
+static void test_stop_filter(void) {
+    char *stops[] = {"STOP", "xy"};
+    ds_stop_filter f;
+    sink k = {0};
+    ds_stop_filter_init(&f, stops, 2);
+    const char *parts[] = {"hello S", "T", "O", "x", " world ST", "OP tail"};
+    int hit = 0;
+    for (int i = 0; i < 6 && !hit; i++) {
+        hit = ds_stop_filter_feed(&f, parts[i], strlen(parts[i]), on_text, &k);
+        CHECK(!strstr(S(&k.content), "ST") || strstr(S(&k.content), "STO"), "partial leaked: %s", S(&k.content));
+    }
+    CHECK(hit == 1, "%s", "");
+    CHECK(!strcmp(S(&k.content), "hello STOx world "), "got '%s'", S(&k.content));
+    ds_stop_filter_free(&f);
+    sink_free(&k);
+    /* held text comes out at the end */
+    ds_stop_filter_init(&f, stops, 2);
+    ds_stop_filter_feed(&f, "abcST", 5, on_text, &k);
+    CHECK(!strcmp(S(&k.content), "abc"), "%s", "");
+    ds_stop_filter_finish(&f, on_text, &k);
+    CHECK(!strcmp(S(&k.content), "abcST"), "%s", "");
+    ds_stop_filter_free(&f);
+    sink_free(&k);
+}
+
+/* feeds text one byte at a time (the hardest split) */
+static void parse_bytes(const char *text, int reasoning, int tools, sink *k) {
+    ds_chat_parser p;
+    ds_chat_parser_init(&p, reasoning, tools);
+    for (size_t i = 0; text[i]; i++) ds_chat_parser_feed(&p, text + i, 1, on_part, k);
+    ds_chat_parser_finish(&p, on_part, k);
+    ds_chat_parser_free(&p);
+}
+
+static void test_reasoning(void) {
+    sink k = {0};
+    parse_bytes("let me think</think>\n\nThe answer.", 1, 0, &k);
+    CHECK(!strcmp(S(&k.reasoning), "let me think"), "%s", S(&k.reasoning));
+    CHECK(!strcmp(S(&k.content), "The answer."), "%s", S(&k.content));
+    sink_free(&k);
+    parse_bytes("<think>\nhmm</think>ok", 0, 0, &k);   /* Qwen3: the model opens <think> */
+    CHECK(!strcmp(S(&k.reasoning), "\nhmm"), "%s", S(&k.reasoning));
+    CHECK(!strcmp(S(&k.content), "ok"), "%s", "");
+    sink_free(&k);
+    parse_bytes("never closed </thin", 1, 0, &k);
+    CHECK(!strcmp(S(&k.reasoning), "never closed </thin"), "%s", S(&k.reasoning));
+    CHECK(k.content.n == 0, "%s", "");
+    sink_free(&k);
+}
+
+static void test_tool_calls(void) {
+    sink k = {0};
+    parse_bytes("</think>\n\nLet me look.\n<tool_call>\n<function=get_weather>\n<parameter=city>\nParis\n</parameter>\n"
+                "<parameter=days>\n3\n</parameter>\n</function>\n</tool_call>\n<tool_call>{\"name\": \"f\", \"arguments\": {\"a\": [1]}}</tool_call>",
+                1, 1, &k);
+    CHECK(!strcmp(S(&k.content), "Let me look."), "%s", S(&k.content));  /* whitespace before a call is dropped */
+    REQUIRE(k.calls && cJSON_GetArraySize(k.calls) == 2, "%s", "");
+    cJSON *c0 = cJSON_GetArrayItem(k.calls, 0), *c1 = cJSON_GetArrayItem(k.calls, 1);
+    CHECK(!strcmp(cJSON_GetObjectItem(c0, "name")->valuestring, "get_weather"), "%s", "");
+    CHECK(!strcmp(cJSON_GetObjectItem(c0, "arguments")->valuestring, "{\"city\":\"Paris\",\"days\":3}"), "%s",
+          cJSON_GetObjectItem(c0, "arguments")->valuestring);
+    CHECK(!strcmp(cJSON_GetObjectItem(c1, "name")->valuestring, "f"), "%s", "");
+    CHECK(!strcmp(cJSON_GetObjectItem(c1, "arguments")->valuestring, "{\"a\":[1]}"), "%s", "");
+    sink_free(&k);
+    /* malformed and unclosed calls come back as content */
+    parse_bytes("a<tool_call>\n<function=x\n</tool_call>b<tool_call>{\"name\": 1}", 0, 1, &k);
+    CHECK(!k.calls, "%s", "");
+    CHECK(!strcmp(S(&k.content), "a<tool_call>\n<function=x\n</tool_call>b<tool_call>{\"name\": 1}"), "%s", S(&k.content));
+    sink_free(&k);
+    /* without tools the tags are text */
+    parse_bytes("<tool_call>{\"name\":\"f\"}</tool_call>", 0, 0, &k);
+    CHECK(!k.calls && !strcmp(S(&k.content), "<tool_call>{\"name\":\"f\"}</tool_call>"), "%s", "");
+    sink_free(&k);
+}
+
+static int parse(const char *body, ds_oai_kind kind, ds_oai_request *r, ds_oai_error *err) {
+    return ds_oai_request_parse(body, strlen(body), kind, r, err);
+}
+
+static void test_request(void) {
+    ds_oai_request r;
+    ds_oai_error err;
+    REQUIRE(parse("{\"model\":\"m\",\"messages\":[{\"role\":\"user\",\"content\":[{\"type\":\"text\",\"text\":\"a\"},"
+                  "{\"type\":\"text\",\"text\":\"b\"}]}],\"temperature\":0.5,\"stop\":\"x\",\"max_completion_tokens\":9,"
+                  "\"n\":2,\"seed\":4,\"logprobs\":true,\"top_logprobs\":3}",
+                  DS_OAI_CHAT, &r, &err) == 0, "%s", err.message);
+    CHECK(r.max_tokens == 9 && r.n == 2 && r.seed_given && r.sampling.seed == 4 && r.n_stop == 1 && r.top_logprobs == 3, "%s", "");
+    CHECK(!strcmp(cJSON_GetObjectItem(cJSON_GetArrayItem(r.messages, 0), "content")->valuestring, "ab"), "%s", "");
+    ds_oai_request_free(&r);
+    struct { const char *body; const char *param; } bad[] = {
+        {"{\"messages\":[]}", "messages"},
+        {"{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"top_p\":\"1\"}", "top_p"},
+        {"{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"seed\":1.5}", "seed"},
+        {"{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"stream_options\":{}}", "stream_options"},
+        {"{\"messages\":[{\"role\":\"user\"}]}", "messages[0].content"},
+        {"{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}]} trailing", ""},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        CHECK(parse(bad[i].body, DS_OAI_CHAT, &r, &err) == -1, "%s", bad[i].body);
+        CHECK(!strcmp(err.param, bad[i].param), "%s: param '%s'", bad[i].body, err.param);
+        ds_oai_request_free(&r);
+    }
+    REQUIRE(parse("{\"prompt\":[1,2,3],\"logprobs\":2}", DS_OAI_COMPLETION, &r, &err) == 0, "%s", err.message);
+    CHECK(r.n_prompt_ids == 3 && r.logprobs && r.top_logprobs == 2, "%s", "");
+    ds_oai_request_free(&r);
+}
+
+int main(void) {
+    RUN(test_stop_filter);
+    RUN(test_reasoning);
+    RUN(test_tool_calls);
+    RUN(test_request);
+    return ds_test_finish();
+}

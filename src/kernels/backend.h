@@ -115,6 +115,16 @@ typedef struct ds_backend_ops {
     void (*matmul_grouped)(ds_backend *be, const ds_mm_group *groups, int n_groups);
     /* rows of a weight dequantised to F32: y[i] = W[ids[i]] (rows of y are W's width apart) */
     void (*get_rows)(ds_backend *be, float *y, const ds_bweight *w, const int32_t *ids, int n);
+    /* dst[i] = src[rows[i]] (rows NULL: src[i]) for n rows of d floats */
+    void (*gather_rows)(ds_backend *be, float *dst, int ld_dst, const float *src, int ld_src, const int32_t *rows, int n,
+                        int d);
+    /* MoE routing: softmax of logits [n][E] in place, then per row the top k
+     * (ties to the lower index) with weights renormalised to sum 1 */
+    void (*moe_route)(ds_backend *be, float *logits, int n, int E, int k, int32_t *choice, float *weight);
+    /* MoE output: y[i] = sigmoid(gate[i]) y[i] (the shared expert), then
+     * y[i] += weight[i][j] eout[rowof[i][j]] over the k choices in expert order */
+    void (*moe_combine)(ds_backend *be, float *y, const float *gate, const float *eout, const int32_t *rowof,
+                        const int32_t *choice, const float *weight, int n, int k, int d);
     /* y[i] = rmsnorm(x[i]) * w for n rows of width d (rows ld apart); y may be x */
     void (*rmsnorm)(ds_backend *be, float *y, const float *x, const float *w, int n, int d, int ld, float eps);
     /* x[i] += y[i]; then u[i] = rmsnorm(x[i]) * w (w NULL: skip the norm) */

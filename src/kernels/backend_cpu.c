@@ -5,6 +5,7 @@
  * DeltaNet live in cpu_attention.c and cpu_deltanet.c.
  *
  * Threads: one ds_pool per backend, driven by the thread that calls the ops. */
+#include <math.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -413,6 +414,63 @@ static void cpu_swiglu(ds_backend *be, float *a, const float *b, int n, int d, i
 
 /* ------------------------------------------------------------------------ */
 
+static void cpu_gather_rows(ds_backend *be, float *dst, int ld_dst, const float *src, int ld_src, const int32_t *rows,
+                            int n, int d) {
+    (void)be;
+    for (int i = 0; i < n; i++)
+        memcpy(dst + (size_t)i * ld_dst, src + (size_t)(rows ? rows[i] : i) * ld_src, (size_t)d * sizeof(float));
+}
+
+/* Picks the top k of p[E] (ties to the lower index), renormalised to sum 1. */
+static void top_k(const float *p, int E, int k, int32_t *idx, float *wt) {
+    for (int j = 0; j < k; j++) {
+        int best = -1;
+        for (int e = 0; e < E; e++) {
+            int taken = 0;
+            for (int t = 0; t < j; t++) taken |= idx[t] == e;
+            if (!taken && (best < 0 || p[e] > p[best])) best = e;
+        }
+        idx[j] = best;
+        wt[j] = p[best];
+    }
+    float sum = 0.0f;
+    for (int j = 0; j < k; j++) sum += wt[j];
+    for (int j = 0; j < k; j++) wt[j] /= sum;
+}
+
+static void cpu_moe_route(ds_backend *be, float *logits, int n, int E, int k, int32_t *choice, float *weight) {
+    (void)be;
+    for (int i = 0; i < n; i++) {
+        float *p = logits + (size_t)i * E, mx = p[0], sum = 0.0f;
+        for (int x = 1; x < E; x++) mx = p[x] > mx ? p[x] : mx;
+        for (int x = 0; x < E; x++) sum += p[x] = expf(p[x] - mx);
+        for (int x = 0; x < E; x++) p[x] /= sum;
+        top_k(p, E, k, choice + (size_t)i * k, weight + (size_t)i * k);
+    }
+}
+
+static void cpu_moe_combine(ds_backend *be, float *y, const float *gate, const float *eout, const int32_t *rowof,
+                            const int32_t *choice, const float *weight, int n, int k, int d) {
+    (void)be;
+    for (int i = 0; i < n; i++) {
+        float *yr = y + (size_t)i * d, g = ds_sigmoid(gate[i]);
+        for (int x = 0; x < d; x++) yr[x] *= g;
+        int order[64]; /* this token's experts in index order */
+        for (int j = 0; j < k; j++) order[j] = j;
+        for (int a = 1; a < k; a++)
+            for (int b = a; b > 0 && choice[(size_t)i * k + order[b]] < choice[(size_t)i * k + order[b - 1]]; b--) {
+                int t = order[b];
+                order[b] = order[b - 1];
+                order[b - 1] = t;
+            }
+        for (int j = 0; j < k; j++) {
+            float wt = weight[(size_t)i * k + order[j]];
+            const float *er = eout + (size_t)rowof[(size_t)i * k + order[j]] * d;
+            for (int x = 0; x < d; x++) yr[x] += wt * er[x];
+        }
+    }
+}
+
 static void prof_attention(ds_backend *be, float *out, float *q, float *k, const float *v, int n, const ds_attn_row *rows,
                            const ds_kv_view *kv, int nh, int gated, const float *q_norm, const float *k_norm, float eps,
                            int rope_dim, float rope_theta) {
@@ -468,6 +526,9 @@ static const ds_backend_ops cpu_ops = {
     .matmul = cpu_matmul,
     .matmul_grouped = cpu_matmul_grouped,
     .get_rows = cpu_get_rows,
+    .gather_rows = cpu_gather_rows,
+    .moe_route = cpu_moe_route,
+    .moe_combine = cpu_moe_combine,
     .rmsnorm = cpu_rmsnorm,
     .add_rmsnorm = cpu_add_rmsnorm,
     .swiglu = cpu_swiglu,

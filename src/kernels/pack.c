@@ -71,7 +71,12 @@ static void pack_group(const ds_wmat *w, uint8_t *dst, int64_t g) {
             case DS_Q8_0: {
                 const ds_block_q8_0 *b = (const ds_block_q8_0 *)row + s;
                 memcpy(o + 2 * i, &b->d, 2);
-                for (int e = 0; e < 32; e++) o[32 + 64 * (e / 4) + 4 * i + e % 4] = (uint8_t)(b->qs[e] + 128);
+                for (int st = 0; st < 8; st++) { /* four levels at a time, made unsigned */
+                    uint32_t v;
+                    memcpy(&v, b->qs + 4 * st, 4);
+                    v ^= 0x80808080u;
+                    memcpy(o + 32 + 64 * st + 4 * i, &v, 4);
+                }
                 break;
             }
             case DS_Q4_0: {

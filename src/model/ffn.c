@@ -17,23 +17,6 @@ static void swiglu(ds_model *m, ds_w gate, ds_w up, ds_w down, int F, int n, con
     ds_be_matmul1(m->be, y, ldy, down, w->ff1, F, n);
 }
 
-/* Picks the top k of p[E] (ties to the lower index), renormalised to sum 1. */
-static void top_k(const float *p, int E, int k, int *idx, float *wt) {
-    for (int j = 0; j < k; j++) {
-        int best = -1;
-        for (int e = 0; e < E; e++) {
-            int taken = 0;
-            for (int t = 0; t < j; t++) taken |= idx[t] == e;
-            if (!taken && (best < 0 || p[e] > p[best])) best = e;
-        }
-        idx[j] = best;
-        wt[j] = p[best];
-    }
-    float sum = 0.0f;
-    for (int j = 0; j < k; j++) sum += wt[j];
-    for (int j = 0; j < k; j++) wt[j] /= sum;
-}
-
 /* Experts (spec 3.7): tokens grouped by expert, then every active expert's
  * gate and up projections in one grouped product (each expert's weights read
  * once), one SwiGLU over all routed rows, the down projections likewise, and
@@ -43,23 +26,13 @@ static void moe(ds_model *m, const ds_layer *L, int n, const float *u, float *y)
     const ds_model_config *c = &m->cfg;
     ds_workspace *w = &m->ws;
     int H = c->n_embd, E = c->n_expert, K = c->n_expert_used, F = c->n_ff_exp;
-    /* shared expert: y = sigmoid(g . u) * SwiGLU_shared(u) */
+    /* shared expert: y = SwiGLU_shared(u), scaled by sigmoid(g . u) in moe_combine */
     swiglu(m, L->sh_gate, L->sh_up, L->sh_down, c->n_ff_shexp, n, u, H, y, H);
-    /* routing logits and the shared gate in one pass over u */
+    /* routing logits and the shared gate in one pass over u; then softmax over
+     * all experts in F32, top-k, renormalised */
     ds_mm_out r[2] = {{w->router, E, L->router}, {w->shg, 1, L->shexp_gate}};
     ds_be_matmul(m->be, r, 2, u, H, n);
-    for (int i = 0; i < n; i++) {
-        float g = ds_sigmoid(w->shg[i]);
-        for (int d = 0; d < H; d++) y[(size_t)i * H + d] *= g;
-    }
-    /* routing: softmax over all experts in F32, top-k, renormalised */
-    for (int i = 0; i < n; i++) {
-        float *p = w->router + (size_t)i * E, mx = p[0], sum = 0.0f;
-        for (int x = 1; x < E; x++) mx = p[x] > mx ? p[x] : mx;
-        for (int x = 0; x < E; x++) sum += p[x] = expf(p[x] - mx);
-        for (int x = 0; x < E; x++) p[x] /= sum;
-        top_k(p, E, K, w->choice + (size_t)i * K, w->choice_w + (size_t)i * K);
-    }
+    m->be->ops->moe_route(m->be, w->router, n, E, K, w->choice, w->choice_w);
     /* rows grouped by expert: expert e's rows start at w->eoff[e]; row of (i, j) in w->rowof */
     for (int e = 0; e <= E; e++) w->eoff[e] = 0;
     for (int q = 0; q < n * K; q++) w->eoff[w->choice[q] + 1]++;
@@ -69,8 +42,9 @@ static void moe(ds_model *m, const ds_layer *L, int n, const float *u, float *y)
         for (int j = 0; j < K; j++) {
             int row = w->ecur[w->choice[(size_t)i * K + j]]++;
             w->rowof[(size_t)i * K + j] = row;
-            memcpy(w->gather + (size_t)row * H, u + (size_t)i * H, (size_t)H * sizeof(float));
+            w->src_of[row] = i;
         }
+    m->be->ops->gather_rows(m->be, w->gather, H, u, H, w->src_of, n * K, H);
     int ng = 0;
     for (int e = 0; e < E; e++) {
         int cnt = w->eoff[e + 1] - w->eoff[e];
@@ -90,23 +64,7 @@ static void moe(ds_model *m, const ds_layer *L, int n, const float *u, float *y)
                                          .outs = {{w->eout + r0 * H, H, L->down_exps[e]}}};
     }
     m->be->ops->matmul_grouped(m->be, w->groups, ng);
-    for (int i = 0; i < n; i++) {
-        /* this token's experts in index order */
-        int order[64];
-        for (int j = 0; j < K; j++) order[j] = j;
-        for (int a = 1; a < K; a++)
-            for (int b2 = a; b2 > 0 && w->choice[(size_t)i * K + order[b2]] < w->choice[(size_t)i * K + order[b2 - 1]]; b2--) {
-                int t = order[b2];
-                order[b2] = order[b2 - 1];
-                order[b2 - 1] = t;
-            }
-        float *yr = y + (size_t)i * H;
-        for (int j = 0; j < K; j++) {
-            float wt = w->choice_w[(size_t)i * K + order[j]];
-            const float *er = w->eout + (size_t)w->rowof[(size_t)i * K + order[j]] * H;
-            for (int d = 0; d < H; d++) yr[d] += wt * er[d];
-        }
-    }
+    m->be->ops->moe_combine(m->be, y, w->shg, w->eout, w->rowof, w->choice, w->choice_w, n, K, H);
 }
 
 void ds_ffn(ds_model *m, const ds_layer *L, int n, const float *u, float *y) {

@@ -165,7 +165,7 @@ static ds_status alloc_workspace(ds_model *m, ds_err *e) {
     w->u = buf(m, n * H * F, &s, e);
     w->y = buf(m, n * H * F, &s, e);
     w->shg = buf(m, n * F, &s, e);
-    w->choice = buf(m, (n * K + 1) * sizeof(int), &s, e);
+    w->choice = buf(m, (n * K + 1) * sizeof(int32_t), &s, e);
     w->choice_w = buf(m, n * K * F + F, &s, e);
     w->rows = buf(m, n * sizeof(int32_t), &s, e);
     w->ids = buf(m, n * sizeof(int32_t), &s, e);
@@ -175,7 +175,8 @@ static ds_status alloc_workspace(ds_model *m, ds_err *e) {
     w->snaps = buf(m, n * sizeof(float *), &s, e);
     w->eoff = buf(m, (E + 1) * sizeof(int), &s, e);
     w->ecur = buf(m, (E + 1) * sizeof(int), &s, e);
-    w->rowof = buf(m, (n * K + 1) * sizeof(int), &s, e);
+    w->rowof = buf(m, (n * K + 1) * sizeof(int32_t), &s, e);
+    w->src_of = buf(m, (n * K + 1) * sizeof(int32_t), &s, e);
     w->groups = buf(m, (E + 1) * sizeof(ds_mm_group), &s, e);
     w->slice_toks = buf(m, n * sizeof(ds_batch_token), &s, e);
     w->slice_seqs = buf(m, n * sizeof(ds_batch_seq), &s, e);
@@ -369,20 +370,23 @@ void ds_decoder_layer(ds_model *m, const ds_layer *L, int kv_layer, ds_kv_pool *
 void ds_model_outputs(ds_model *m, const ds_batch *b, const float *norm_w) {
     ds_workspace *w = &m->ws;
     int H = m->cfg.n_embd, V = m->cfg.n_vocab;
-    size_t row = (size_t)H * sizeof(float);
     int n_logits = 0, n_hidden = 0;
     for (int i = 0; i < b->n_tokens; i++) {
         const ds_batch_token *t = &b->tokens[i];
-        if (t->want_logits) memcpy(w->u + (size_t)n_logits++ * H, w->x + (size_t)i * H, row);
-        if (t->want_hidden) memcpy(w->y + (size_t)n_hidden++ * H, w->x + (size_t)i * H, row);
-    }
-    if (n_hidden) {
-        m->be->ops->rmsnorm(m->be, w->y, w->y, norm_w, n_hidden, H, H, m->cfg.rms_eps);
-        memcpy(b->hidden, w->y, (size_t)n_hidden * row);
+        if (t->want_logits) w->rows[n_logits++] = i;
     }
     if (n_logits) {
+        m->be->ops->gather_rows(m->be, w->u, H, w->x, H, w->rows, n_logits, H);
         m->be->ops->rmsnorm(m->be, w->u, w->u, norm_w, n_logits, H, H, m->cfg.rms_eps);
         ds_be_matmul1(m->be, b->logits, V, m->output, w->u, H, n_logits);
+    }
+    for (int i = 0; i < b->n_tokens; i++) {
+        const ds_batch_token *t = &b->tokens[i];
+        if (t->want_hidden) w->rows[n_hidden++] = i;
+    }
+    if (n_hidden) { /* normed straight into the caller's buffer */
+        m->be->ops->gather_rows(m->be, b->hidden, H, w->x, H, w->rows, n_hidden, H);
+        m->be->ops->rmsnorm(m->be, b->hidden, b->hidden, norm_w, n_hidden, H, H, m->cfg.rms_eps);
     }
 }
 

@@ -52,11 +52,12 @@ typedef struct {
     float *ff1, *ff2;           /* [n][F] (MoE: [n*k][moe width]) */
     float *router;              /* MoE: [n][E] probabilities */
     float *shg;                 /* MoE: [n] shared expert gate logits */
-    int *choice;                /* MoE: [n][k] chosen experts */
+    int32_t *choice;            /* MoE: [n][k] chosen experts */
     float *choice_w;            /* MoE: [n][k] their weights */
     float *gather, *eout;       /* MoE: [n*k][H] rows grouped by expert, and the experts' outputs */
     int *eoff, *ecur;           /* MoE: [E+1] first row of each expert's group */
-    int *rowof;                 /* MoE: [n*k] row of each (token, choice) */
+    int32_t *rowof;             /* MoE: [n*k] row of each (token, choice) */
+    int32_t *src_of;            /* MoE: [n*k] token of each grouped row */
     ds_mm_group *groups;        /* MoE: [E] one per active expert */
     float *cat;                 /* MTP: [n][2H] normed embedding and hidden state */
     int32_t *rows;              /* [n] token indices (MoE grouping, output rows) */

@@ -12,10 +12,8 @@ static void mtp_slice(ds_model *m, ds_kv_pool *mtp_kv, const ds_batch *b, const 
     int n = b->n_tokens, H = c->n_embd;
     ds_embed_rows(m, b, w->u);
     /* order: embedding first, hidden second */
-    for (int i = 0; i < n; i++) {
-        memcpy(w->cat + (size_t)i * 2 * H, w->u + (size_t)i * H, (size_t)H * sizeof(float));
-        memcpy(w->cat + (size_t)i * 2 * H + H, hidden_in + (size_t)i * H, (size_t)H * sizeof(float));
-    }
+    m->be->ops->gather_rows(m->be, w->cat, 2 * H, w->u, H, NULL, n, H);
+    m->be->ops->gather_rows(m->be, w->cat + H, 2 * H, hidden_in, H, NULL, n, H);
     m->be->ops->rmsnorm(m->be, w->cat, w->cat, m->enorm, n, H, 2 * H, c->rms_eps);
     m->be->ops->rmsnorm(m->be, w->cat + H, w->cat + H, m->hnorm, n, H, 2 * H, c->rms_eps);
     ds_be_matmul1(m->be, w->x, H, m->eh_proj, w->cat, 2 * H, n);

@@ -605,7 +605,7 @@ ds_completion *ds_completion_start(ds_server *s, ds_oai_request *req, int fd, ds
         choice *h = &c->ch[i];
         ds_request_params rp = {.prompt = toks.ids, .n_prompt = (int)toks.n, .sampling = c->req.sampling,
                                 .max_tokens = c->max_tokens, .n_top_logprobs = c->req.logprobs ? c->req.top_logprobs : 0,
-                                .on_event = on_event, .user = h};
+                                .ignore_eos = c->req.ignore_eos, .on_event = on_event, .user = h};
         if (c->req.seed_given) rp.sampling.seed = c->req.sampling.seed + (uint64_t)i;
         else rp.sampling.seed = ((uint64_t)time(NULL) << 20) ^ (uint64_t)(uintptr_t)h ^ (uint64_t)i;
         pthread_mutex_lock(&c->mu);

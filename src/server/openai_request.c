@@ -277,6 +277,7 @@ static int parse_common(const cJSON *root, ds_oai_request *r, ds_oai_error *err)
     if ((rc = get_int(root, "n", 1, DS_OAI_MAX_N, &k, err)) < 0) return -1;
     if (rc) r->n = (int)k;
     if (get_bool(root, "stream", &r->stream, err) < 0) return -1;
+    if (get_bool(root, "ignore_eos", &r->ignore_eos, err) < 0) return -1;
     if ((v = get(root, "stream_options"))) {
         if (!cJSON_IsObject(v)) return fail(err, "stream_options", "'stream_options' must be an object");
         if (!r->stream) return fail(err, "stream_options", "'stream_options' is only allowed with 'stream': true");

@@ -36,6 +36,7 @@ typedef struct {
     /* both */
     ds_sampling_params sampling;
     int seed_given;
+    int ignore_eos;             /* vLLM's extra parameter: the model's end tokens do not stop */
     int max_tokens;              /* -1: up to the context */
     char *stop[DS_OAI_MAX_STOP];
     int n_stop;

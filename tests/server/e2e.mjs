@@ -325,12 +325,13 @@ async function queueSuite() {
 async function faultSuite() {
   // DS_FAULT_EVERY=1 DS_FAULT_AT_TOKEN=3: every request's model call fails after 3 tokens
   await t('engine failure non-streaming -> 500, never 200', async () => {
-    const r = await raw('POST', '/v1/chat/completions', chatBody({ max_tokens: 20 }), auth);
+    // ignore_eos: a random-weight model may end before the fault's token otherwise
+    const r = await raw('POST', '/v1/chat/completions', chatBody({ max_tokens: 20, ignore_eos: true }), auth);
     check(r.status === 500, `status ${r.status}: ${r.body}`);
     check(JSON.parse(r.body).error.type === 'server_error', r.body);
   });
   await t('engine failure streaming -> SSE error event, no [DONE]', async () => {
-    const r = await raw('POST', '/v1/chat/completions', chatBody({ max_tokens: 20, stream: true }), auth);
+    const r = await raw('POST', '/v1/chat/completions', chatBody({ max_tokens: 20, stream: true, ignore_eos: true }), auth);
     check(r.status === 200, r.status);
     const evs = parseSSE(r.body);
     check(evs.some((e) => e.event === 'error'), 'no error event');

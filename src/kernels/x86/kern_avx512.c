@@ -410,6 +410,7 @@ typedef __m512 VF;
 #define VEXP2I(y, n) _mm512_scalef_ps((y), (n))
 #define VROUND(v) _mm512_roundscale_ps((v), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC)
 #define GDN_NB 8 /* a whole row of 128 in registers */
+#define GEMM_NV 4
 #include "kernels/x86/vecmath.inc"
 
 const ds_kern ds_kern_avx512 = {

@@ -1,0 +1,91 @@
+#!/usr/bin/python3
+"""compare.py - deltaserve bench against llama.cpp's llama-bench on the same
+GGUF files, same thread count, interleaved and repeated (the machine is
+shared: a slow moment hits both programs alike when runs alternate).
+
+  /usr/bin/python3 bench/compare.py --llama /tmp/llama.cpp/build/bin -t 2 -r 5 \\
+      /tmp/m/08b-bf16.gguf /tmp/m/08b-q8.gguf /tmp/m/08b-q4km.gguf /tmp/m/35b-a3b-l4-q4km.gguf
+
+Per file and round: `deltaserve bench -p 512 -n 128 -b 16 -r 1 --json`, then
+`llama-bench -p 512 -n 128 -r 1 -o json`. Prints, per file, the median of
+each program's pp512 and tg128 tokens/s over the rounds and their ratios,
+our b16 throughput against our tg128, the decode bandwidth against the
+built-in probe, and peak RSS against weights + caches; then a Markdown table
+for the README. --json FILE writes every raw measurement."""
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+
+
+def loadavg():
+    with open("/proc/loadavg") as f:
+        return float(f.read().split()[0])
+
+
+def run_ours(bin_, path, t, p, n, b):
+    out = subprocess.run([bin_, "bench", "-m", path, "-t", str(t), "-p", str(p), "-n", str(n), "-b", str(b), "-r", "1",
+                          "--json"], capture_output=True, text=True, check=True).stdout
+    return json.loads(out)
+
+
+def run_llama(dir_, path, t, p, n):
+    env = dict(os.environ, LD_LIBRARY_PATH=dir_)
+    out = subprocess.run([os.path.join(dir_, "llama-bench"), "-m", path, "-t", str(t), "-p", str(p), "-n", str(n), "-r",
+                          "1", "-o", "json"], capture_output=True, text=True, check=True, env=env).stdout
+    res = {}
+    for r in json.loads(out):
+        key = "pp" if r.get("n_prompt", 0) > 0 and r.get("n_gen", 0) == 0 else "tg"
+        res[key] = r["avg_ts"]
+    return res
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("files", nargs="+")
+    ap.add_argument("--llama", default="/tmp/llama.cpp/build/bin")
+    ap.add_argument("--bin", default=os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "build", "deltaserve"))
+    ap.add_argument("-t", type=int, default=2)
+    ap.add_argument("-r", type=int, default=5)
+    ap.add_argument("-p", type=int, default=512)
+    ap.add_argument("-n", type=int, default=128)
+    ap.add_argument("-b", type=int, default=16)
+    ap.add_argument("--json")
+    a = ap.parse_args()
+    raw = {f: {"ours": [], "llama": [], "load": []} for f in a.files}
+    for rnd in range(a.r):
+        for f in a.files:
+            raw[f]["load"].append(loadavg())
+            raw[f]["ours"].append(run_ours(a.bin, f, a.t, a.p, a.n, a.b))
+            raw[f]["llama"].append(run_llama(a.llama, f, a.t, a.p, a.n))
+            o, l = raw[f]["ours"][-1], raw[f]["llama"][-1]
+            print(f"round {rnd + 1} {os.path.basename(f)}: ours pp {o['pp_tok_s']:.1f} tg {o['tg_tok_s']:.1f} "
+                  f"b{a.b} {o['batched'][0]['tok_s']:.1f} | llama pp {l.get('pp', 0):.1f} tg {l.get('tg', 0):.1f} "
+                  f"| load {raw[f]['load'][-1]:.2f}", file=sys.stderr, flush=True)
+    if a.json:
+        with open(a.json, "w") as fh:
+            json.dump(raw, fh, indent=1)
+    med = statistics.median
+    rows = []
+    for f in a.files:
+        o, l = raw[f]["ours"], raw[f]["llama"]
+        pp, tg = med(x["pp_tok_s"] for x in o), med(x["tg_tok_s"] for x in o)
+        bb = med(x["batched"][0]["tok_s"] for x in o)
+        lpp, ltg = med(x.get("pp", 0) for x in l), med(x.get("tg", 0) for x in l)
+        bw = med(x["decode_bw_frac"] for x in o)
+        probe = med(x["probe_gb_s"] for x in o)
+        rss = max(x["peak_rss_bytes"] for x in o) / max(x["weights_plus_caches_bytes"] for x in o) - 1
+        rows.append((os.path.basename(f), pp, lpp, tg, ltg, bb, bw, probe, rss))
+    print(f"| file | pp{a.p} ours | pp{a.p} llama.cpp | ratio | tg{a.n} ours | tg{a.n} llama.cpp | ratio | "
+          f"b{a.b} ours | b{a.b} / tg | decode / probe | probe GB/s | peak RSS vs weights+caches |")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+    for name, pp, lpp, tg, ltg, bb, bw, probe, rss in rows:
+        print(f"| {name} | {pp:.1f} | {lpp:.1f} | {pp / lpp:.2f}x | {tg:.1f} | {ltg:.1f} | {tg / ltg:.2f}x | {bb:.1f} | "
+              f"{bb / tg:.1f}x | {100 * bw:.0f}% | {probe:.1f} | {100 * rss:+.1f}% |")
+
+
+if __name__ == "__main__":
+    main()

@@ -184,7 +184,8 @@ static void test_sampling_distribution(void) {
         tested++;
         CHECK(chi2 < q, "token %d: distributions differ (chi-square %.1f, dof %d)", pos + 1, chi2, dof);
     }
-    CHECK(tested >= 2, "only %d positions had enough spread to test", tested);
+    int want = ds_test_scaled(10) < 10 ? 1 : 2; /* the smaller sanitizer sample spreads over fewer tokens */
+    CHECK(tested >= want, "only %d positions had enough spread to test", tested);
     unload(&l);
 }
 

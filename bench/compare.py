@@ -26,6 +26,25 @@ def loadavg():
         return float(f.read().split()[0])
 
 
+def busy(seconds=2.0):
+    """Fraction of all CPU time not idle over the next `seconds` (from /proc/stat)."""
+    def snap():
+        with open("/proc/stat") as f:
+            v = [int(x) for x in f.readline().split()[1:]]
+        return sum(v), v[3] + v[4]  # total, idle + iowait
+    t0, i0 = snap()
+    time.sleep(seconds)
+    t1, i1 = snap()
+    return 1.0 - (i1 - i0) / max(1, t1 - t0)
+
+
+def wait_quiet(limit, max_wait):
+    """Waits (up to max_wait seconds) until other programs use less than `limit` of the CPUs."""
+    t0 = time.time()
+    while busy() > limit and time.time() - t0 < max_wait:
+        time.sleep(3)
+
+
 def run_ours(bin_, path, t, p, n, b):
     out = subprocess.run([bin_, "bench", "-m", path, "-t", str(t), "-p", str(p), "-n", str(n), "-b", str(b), "-r", "1",
                           "--json"], capture_output=True, text=True, check=True).stdout
@@ -54,17 +73,23 @@ def main():
     ap.add_argument("-n", type=int, default=128)
     ap.add_argument("-b", type=int, default=16)
     ap.add_argument("--json")
+    ap.add_argument("--quiet", type=float, default=0.0,
+                    help="before each run wait (up to 10 min) until the CPUs are busy less than this fraction")
     a = ap.parse_args()
     raw = {f: {"ours": [], "llama": [], "load": []} for f in a.files}
     for rnd in range(a.r):
         for f in a.files:
-            raw[f]["load"].append(loadavg())
+            if a.quiet:
+                wait_quiet(a.quiet, 600)
+            raw[f]["load"].append(busy(1.0))
             raw[f]["ours"].append(run_ours(a.bin, f, a.t, a.p, a.n, a.b))
+            if a.quiet:
+                wait_quiet(a.quiet, 600)
             raw[f]["llama"].append(run_llama(a.llama, f, a.t, a.p, a.n))
             o, l = raw[f]["ours"][-1], raw[f]["llama"][-1]
             print(f"round {rnd + 1} {os.path.basename(f)}: ours pp {o['pp_tok_s']:.1f} tg {o['tg_tok_s']:.1f} "
                   f"b{a.b} {o['batched'][0]['tok_s']:.1f} | llama pp {l.get('pp', 0):.1f} tg {l.get('tg', 0):.1f} "
-                  f"| load {raw[f]['load'][-1]:.2f}", file=sys.stderr, flush=True)
+                  f"| busy before {raw[f]['load'][-1]:.2f}", file=sys.stderr, flush=True)
     if a.json:
         with open(a.json, "w") as fh:
             json.dump(raw, fh, indent=1)

@@ -147,12 +147,15 @@ static ds_status cpu_reserve(ds_backend *be, const ds_be_limits *lim, ds_err *e)
     free(cb->xq_buf);
     free(cb->xb);
     free(cb->scratch);
+    free(cb->att_blocks);
+    cb->att_blocks = alloc_aligned(((size_t)rows + 1) * sizeof(int32_t));
     cb->xq_buf = alloc_aligned(ds_xq_bytes(rows, K));
     cb->xb = alloc_aligned((size_t)rows * (size_t)K * 2);
     size_t a = ds_cpu_attention_scratch(lim), d = ds_cpu_deltanet_scratch(cb->k, lim);
     cb->scratch_floats = ((a > d ? a : d) + 15) / 16 * 16 + 16;
     cb->scratch = alloc_aligned(cb->scratch_floats * sizeof(float) * (size_t)cb->nth);
-    if (!cb->xq_buf || !cb->xb || !cb->scratch) return ds_fail(e, DS_ENOMEM, "backend: cannot allocate scratch");
+    if (!cb->xq_buf || !cb->xb || !cb->scratch || !cb->att_blocks)
+        return ds_fail(e, DS_ENOMEM, "backend: cannot allocate scratch");
     ds_xq_init(&cb->xq, cb->xq_buf, rows, K);
     cb->reserved_rows = rows;
     return DS_OK;
@@ -507,6 +510,7 @@ static void cpu_free(ds_backend *be) {
     }
     ds_pool_free(cb->pool);
     free(cb->job);
+    free(cb->att_blocks);
     free(cb->xq_buf);
     free(cb->xb);
     free(cb->scratch);

@@ -28,6 +28,7 @@ typedef struct {
     void *xq_buf;        /* quantised activations: reserved_rows x max_cols */
     ds_xq xq;
     uint16_t *xb;        /* BF16 activations */
+    int32_t *att_blocks; /* attention: first token of each query block (reserved_rows + 1) */
     float *scratch;      /* per thread: scratch_floats each */
     size_t scratch_floats;
     struct mm_job *job;  /* reused by every product call */

@@ -1,25 +1,33 @@
 /* cpu_attention.c - gated softmax attention over paged KV for the CPU backend
  * (spec 3.4): per-head q/k RMSNorm and partial NeoX RoPE, K and V written to
- * their page slots, then for each token and KV head the query heads that
- * share it (GQA) walk positions 0..pos together in blocks of ATT_BLOCK with
- * an online softmax (running max and sum; the accumulator is rescaled once
- * per block), and the sigmoid output gate.
+ * their page slots, then attention by blocks and the sigmoid output gate.
  *
- * Blocks sit at multiples of ATT_BLOCK in absolute positions, so a token's
- * result is the same whatever else is in the batch and however a prompt is
- * cut into calls. Work: phase 1 splits tokens over threads; phase 2 hands
- * out (token, KV head) pairs through an atomic counter. */
+ * Blocks: up to QB consecutive tokens of one sequence and the query heads
+ * that share one KV head (GQA) form the rows of a query block; keys come in
+ * blocks of KB positions that sit at multiples of KB in absolute positions.
+ * Per key block: S = Q K^T (one matrix product), an online softmax per row
+ * (running max and sum; the row's accumulator rescaled once per block), and
+ * O += P V (another product). Every row's arithmetic is fixed by its own
+ * token and position alone: positions past a row's token get P = 0, and the
+ * products' extra zero terms leave sums unchanged, so a token's output is the
+ * same alone, in any batch, and however a prompt is cut into calls.
+ *
+ * Work: phase 1 splits tokens over threads; phase 2 hands out (query block,
+ * KV head) pairs through an atomic counter. */
 #include <math.h>
 #include <stdatomic.h>
 #include <string.h>
 
 #include "kernels/backend_cpu_int.h"
 
-#define ATT_BLOCK 64
+#define QB 16 /* tokens per query block */
+#define KB 64 /* positions per key block */
 
 size_t ds_cpu_attention_scratch(const ds_be_limits *lim) {
-    int group = lim->n_heads > 0 ? lim->n_heads : 1; /* worst case: every query head on one KV head */
-    return (size_t)group * ((size_t)lim->head_dim + ATT_BLOCK + 4) + (size_t)lim->head_dim;
+    size_t group = (size_t)(lim->n_heads > 0 ? lim->n_heads : 1); /* worst case: one KV head */
+    size_t hd = (size_t)lim->head_dim, rows = QB * group;
+    /* Q rows, accumulators, K^T, V, scores, row max and sum, the rope table */
+    return rows * hd * 2 + hd * KB * 2 + rows * KB + 2 * rows + hd + 64;
 }
 
 typedef struct {
@@ -34,6 +42,8 @@ typedef struct {
     float eps;
     int rope_dim;
     float rope_theta;
+    int n_blocks;
+    int32_t *block0; /* first token of each query block; [n_blocks] = n */
     _Alignas(64) atomic_int next;
 } att_job;
 
@@ -83,55 +93,77 @@ static void prep_tokens(att_job *j, int64_t lo, int64_t hi, float *tab) {
     }
 }
 
-/* token i, KV head g: the query heads h = g*group ... share each K and V row */
-static void attend(att_job *j, int i, int g, float *scratch) {
+/* Query block b (tokens t0..t1 of one sequence) against KV head g. Row
+ * r = (token - t0) * group + h; positions of a row's token: pos0 + (token - t0). */
+static void attend(att_job *j, int b, int g, float *scratch) {
     const ds_kern *kern = j->cb->k;
     const ds_kv_view *kv = j->kv;
     int hd = kv->head_dim, nkv = kv->n_kv_heads, group = j->nh / nkv, qstride = hd * (j->gated ? 2 : 1);
-    const ds_attn_row *r = &j->rows[i];
-    float *acc = scratch, *sc = acc + (size_t)group * hd, *mx = sc + (size_t)group * ATT_BLOCK, *sum = mx + group;
-    const float *q = j->q + (size_t)i * j->nh * qstride;
+    int t0 = j->block0[b], nt = j->block0[b + 1] - t0, rows = nt * group;
+    const int32_t *pages = j->rows[t0].pages;
+    int pos0 = j->rows[t0].pos, last = pos0 + nt - 1;
+    int vw = kern->vw, np_max = (KB + vw - 1) / vw * vw;
+    float *Q = scratch, *O = Q + (size_t)QB * group * hd, *KT = O + (size_t)QB * group * hd, *V = KT + (size_t)hd * np_max;
+    float *S = V + (size_t)KB * hd, *mx = S + (size_t)QB * group * np_max, *sum = mx + QB * group;
     float scale = 1.0f / sqrtf((float)hd);
-    memset(acc, 0, (size_t)group * hd * sizeof(float));
-    for (int h = 0; h < group; h++) {
-        mx[h] = -INFINITY;
-        sum[h] = 0.0f;
+    for (int t = 0; t < nt; t++)
+        for (int h = 0; h < group; h++)
+            memcpy(Q + (size_t)(t * group + h) * hd, j->q + (size_t)(t0 + t) * j->nh * qstride + (size_t)(g * group + h) * qstride,
+                   (size_t)hd * sizeof(float));
+    memset(O, 0, (size_t)rows * hd * sizeof(float));
+    for (int r = 0; r < rows; r++) {
+        mx[r] = -INFINITY;
+        sum[r] = 0.0f;
     }
-    for (int p0 = 0; p0 <= r->pos; p0 += ATT_BLOCK) {
-        int p1 = p0 + ATT_BLOCK - 1 < r->pos ? p0 + ATT_BLOCK : r->pos + 1, nb = p1 - p0;
-        for (int p = p0; p < p1; p++) {
-            const float *kp = kv_row(kv, kv->k, r->pages, p) + (size_t)g * hd;
-            for (int h = 0; h < group; h++)
-                sc[h * ATT_BLOCK + (p - p0)] = kern->dot(q + (size_t)(g * group + h) * qstride, kp, hd) * scale;
+    for (int p0 = 0; p0 <= last; p0 += KB) {
+        int nk = last - p0 + 1 < KB ? last - p0 + 1 : KB, np = (nk + vw - 1) / vw * vw;
+        /* K^T (zero-padded to np columns) and V of this key block */
+        for (int p = 0; p < nk; p++) {
+            const float *kp = kv_row(kv, kv->k, pages, p0 + p) + (size_t)g * hd;
+            for (int d = 0; d < hd; d++) KT[(size_t)d * np + p] = kp[d];
+            memcpy(V + (size_t)p * hd, kv_row(kv, kv->v, pages, p0 + p) + (size_t)g * hd, (size_t)hd * sizeof(float));
         }
-        for (int h = 0; h < group; h++) {
-            float *s = sc + h * ATT_BLOCK, bm = s[0];
-            for (int p = 1; p < nb; p++) bm = s[p] > bm ? s[p] : bm;
-            float m = bm > mx[h] ? bm : mx[h];
-            if (mx[h] != -INFINITY && m != mx[h]) {
-                float corr = expf(mx[h] - m);
-                sum[h] *= corr;
-                kern->scale(acc + (size_t)h * hd, corr, hd);
+        for (int d = 0; d < hd; d++)
+            for (int p = nk; p < np; p++) KT[(size_t)d * np + p] = 0.0f;
+        memset(S, 0, (size_t)rows * np * sizeof(float));
+        kern->gemm_acc(S, np, Q, hd, KT, np, rows, hd, np, 1.0f);
+        for (int r = 0; r < rows; r++) {
+            float *s = S + (size_t)r * np;
+            int valid = pos0 + r / group - p0 + 1; /* positions this row may see */
+            if (valid > nk) valid = nk;
+            if (valid <= 0) {
+                memset(s, 0, (size_t)np * sizeof(float));
+                continue;
             }
-            mx[h] = m;
-            sum[h] += kern->exp_sum(s, m, nb);
+            float bm = -INFINITY;
+            for (int p = 0; p < valid; p++) {
+                s[p] *= scale;
+                bm = s[p] > bm ? s[p] : bm;
+            }
+            float m = bm > mx[r] ? bm : mx[r];
+            if (mx[r] != -INFINITY && m != mx[r]) {
+                float corr = expf(mx[r] - m);
+                sum[r] *= corr;
+                kern->scale(O + (size_t)r * hd, corr, hd);
+            }
+            mx[r] = m;
+            sum[r] += kern->exp_sum(s, m, valid);
+            for (int p = valid; p < np; p++) s[p] = 0.0f;
         }
-        for (int p = p0; p < p1; p++) {
-            const float *vp = kv_row(kv, kv->v, r->pages, p) + (size_t)g * hd;
-            for (int h = 0; h < group; h++) kern->axpy(acc + (size_t)h * hd, sc[h * ATT_BLOCK + (p - p0)], vp, hd);
-        }
+        kern->gemm_acc(O, hd, S, np, V, hd, rows, nk, hd, 1.0f);
     }
-    for (int h = 0; h < group; h++) {
-        int hh = g * group + h;
-        float *o = j->out + (size_t)i * j->nh * hd + (size_t)hh * hd, inv = 1.0f / sum[h];
-        const float *a = acc + (size_t)h * hd;
-        if (j->gated) {
-            const float *gate = q + (size_t)hh * qstride + hd;
-            for (int d = 0; d < hd; d++) o[d] = a[d] * inv * ds_sigmoid(gate[d]);
-        } else {
-            for (int d = 0; d < hd; d++) o[d] = a[d] * inv;
+    for (int t = 0; t < nt; t++)
+        for (int h = 0; h < group; h++) {
+            int r = t * group + h, hh = g * group + h;
+            float *o = j->out + (size_t)(t0 + t) * j->nh * hd + (size_t)hh * hd, inv = 1.0f / sum[r];
+            const float *a = O + (size_t)r * hd;
+            if (j->gated) {
+                const float *gate = j->q + (size_t)(t0 + t) * j->nh * qstride + (size_t)hh * qstride + hd;
+                for (int d = 0; d < hd; d++) o[d] = a[d] * inv * ds_sigmoid(gate[d]);
+            } else {
+                for (int d = 0; d < hd; d++) o[d] = a[d] * inv;
+            }
         }
-    }
 }
 
 static void att_worker(void *ctx, int ith, int nth) {
@@ -141,7 +173,7 @@ static void att_worker(void *ctx, int ith, int nth) {
     cpu_split(j->n, ith, nth, &lo, &hi);
     prep_tokens(j, lo, hi, scratch);
     ds_pool_barrier(j->cb->pool); /* every K and V of the batch is in its page */
-    int nkv = j->kv->n_kv_heads, total = j->n * nkv;
+    int nkv = j->kv->n_kv_heads, total = j->n_blocks * nkv;
     for (;;) {
         int c = atomic_fetch_add_explicit(&j->next, 1, memory_order_relaxed);
         if (c >= total) break;
@@ -154,7 +186,16 @@ void ds_cpu_attention(ds_backend *be, float *out, float *q, float *k, const floa
                       int rope_dim, float rope_theta) {
     cpu_backend *cb = (cpu_backend *)be;
     att_job j = {.cb = cb, .out = out, .q = q, .k = k, .v = v, .n = n, .rows = rows, .kv = kv, .nh = nh, .gated = gated,
-                 .q_norm = q_norm, .k_norm = k_norm, .eps = eps, .rope_dim = rope_dim, .rope_theta = rope_theta};
+                 .q_norm = q_norm, .k_norm = k_norm, .eps = eps, .rope_dim = rope_dim, .rope_theta = rope_theta,
+                 .block0 = cb->att_blocks};
+    /* query blocks: runs of one sequence (same page table, consecutive positions), at most QB tokens */
+    int nb = 0;
+    for (int i = 0; i < n; i++)
+        if (i == 0 || rows[i].pages != rows[i - 1].pages || rows[i].pos != rows[i - 1].pos + 1 ||
+            i - cb->att_blocks[nb - 1] == QB)
+            cb->att_blocks[nb++] = i;
+    cb->att_blocks[nb] = n;
+    j.n_blocks = nb;
     atomic_init(&j.next, 0);
     ds_pool_run(cb->pool, att_worker, &j);
 }

@@ -107,6 +107,10 @@ typedef struct {
     void (*silu_mul)(float *a, const float *b, int64_t n);        /* a = silu(a) * b (b NULL: 1) */
     float (*exp_sum)(float *x, float m, int64_t n);               /* x = exp(x - m); returns the sum */
     void (*mul_add)(float *acc, const float *a, const float *b, int64_t n, int init); /* acc = (init ? 0 : acc) + a b */
+    /* C[M][N] += alpha A[M][K] B[K][N], row-major; each element a chain of
+     * products over K in order (its value never depends on M or N); the
+     * SIMD versions need N a multiple of vw */
+    void (*gemm_acc)(float *C, int ldc, const float *A, int lda, const float *B, int ldb, int M, int K, int N, float alpha);
     /* Gated DeltaNet on one head (cpu_deltanet.c describes them); the SIMD
      * versions need Dk and Dv multiples of vw, else the reference runs */
     int vw;

@@ -410,6 +410,16 @@ static void vmul_add(float *acc, const float *a, const float *b, int64_t n, int 
     for (int64_t i = 0; i < n; i++) acc[i] = (init ? 0.0f : acc[i]) + a[i] * b[i];
 }
 
+static void vgemm_acc(float *C, int ldc, const float *A, int lda, const float *B, int ldb, int M, int K, int N,
+                      float alpha) {
+    for (int m = 0; m < M; m++)
+        for (int n = 0; n < N; n++) {
+            float s = 0.0f;
+            for (int k = 0; k < K; k++) s += A[(size_t)m * lda + k] * B[(size_t)k * ldb + n];
+            C[(size_t)m * ldc + n] += alpha * s;
+        }
+}
+
 static float vexp_sum(float *x, float m, int64_t n) {
     float s = 0.0f;
     for (int64_t i = 0; i < n; i++) s += x[i] = expf(x[i] - m);
@@ -429,6 +439,7 @@ const ds_kern ds_kern_ref = {
     .silu_mul = vsilu_mul,
     .exp_sum = vexp_sum,
     .mul_add = vmul_add,
+    .gemm_acc = vgemm_acc,
     .vw = 1,
     .gdn_step = gdn_step_ref,
     .gdn_chunk = gdn_chunk_ref,

@@ -426,6 +426,7 @@ const ds_kern ds_kern_avx512 = {
     .silu_mul = vsilu_mul,
     .exp_sum = vexp_sum,
     .mul_add = vmul_add,
+    .gemm_acc = vgemm_acc,
     .vw = VW,
     .gdn_step = vgdn_step,
     .gdn_chunk = vgdn_chunk,

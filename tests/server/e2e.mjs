@@ -276,7 +276,8 @@ async function mainSuite() {
     await t(`client disconnect (${stream ? 'streaming' : 'non-streaming'}) frees the pools`, async () => {
       const before = await metrics();
       const ac = new AbortController();
-      const body = JSON.stringify({ model: MODEL, prompt: 'x', max_tokens: 3000, stream, temperature: 1, seed: 5 });
+      // ignore_eos: a random-weight model may sample its end token before the client leaves
+      const body = JSON.stringify({ model: MODEL, prompt: 'x', max_tokens: 4000, stream, temperature: 1, seed: 5, ignore_eos: true });
       const p = fetch(URL_ + '/v1/completions', { method: 'POST', body, headers: { ...auth, 'Content-Type': 'application/json' }, signal: ac.signal });
       if (stream) {
         const res = await p;
@@ -284,7 +285,7 @@ async function mainSuite() {
         await rd.read();
         await rd.read();
       } else {
-        await sleep(150);
+        for (let i = 0; i < 200 && (await metrics())['vllm:num_requests_running'] < 1; i++) await sleep(5);
       }
       const mid = await metrics();
       check(mid['vllm:num_requests_running'] >= 1, 'request not running');
@@ -308,7 +309,7 @@ async function queueSuite() {
   await t('queue full -> 429 with Retry-After', async () => {
     const ac = new AbortController();
     const long = () => fetch(URL_ + '/v1/completions', { method: 'POST', signal: ac.signal, headers: { ...auth, 'Content-Type': 'application/json' },
-      body: JSON.stringify({ model: MODEL, prompt: 'x', max_tokens: 3000, stream: true }) }).catch(() => null);
+      body: JSON.stringify({ model: MODEL, prompt: 'x', max_tokens: 4000, stream: true, ignore_eos: true }) }).catch(() => null);
     const a = long();
     for (let i = 0; i < 250 && (await metrics())['vllm:num_requests_running'] !== 1; i++) await sleep(20);
     const b = long();

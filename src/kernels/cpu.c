@@ -101,8 +101,6 @@ ds_isa ds_cpu_set_level(ds_isa level) {
     return level;
 }
 
-int ds_cpu_use_bf16dot(void) { return ds_cpu_level() == DS_ISA_AVX512 && ds_cpu()->avx512bf16; }
-
 const char *ds_isa_name(ds_isa level) {
     switch (level) {
     case DS_ISA_REF: return "ref";

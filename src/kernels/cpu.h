@@ -31,8 +31,6 @@ ds_isa ds_cpu_best_level(void);
 ds_isa ds_cpu_level(void);
 /* Caps the level (clamped to what the CPU supports); returns the level set. */
 ds_isa ds_cpu_set_level(ds_isa level);
-/* Whether BF16 dot products are used at the current level. */
-int ds_cpu_use_bf16dot(void);
 const char *ds_isa_name(ds_isa level);
 
 #endif

@@ -11,10 +11,12 @@
  *     elements inside a lane; it is checked against the others to a tolerance.
  *   - Quantised weights (Q8_0, Q4_0, Q4_K, Q5_K, Q6_K): activations quantised
  *     per 32 elements to int8 with an F32 scale dx = amax/127 (q = x * (1/dx)
- *     rounded to nearest even). Integer dot products per block (exact), then
- *     per block, in block order: acc = acc + (float)isum * (dw * dx), and for
- *     the k-quants with mins acc = acc - (dmin * m) * (dx * sum(q)). Every
- *     path performs exactly these F32 operations, so all give the same bits.
+ *     rounded to nearest even). Integer dot products per 32-element block
+ *     (exact; the k-quants' sub-block scales applied in integers: sc * isum,
+ *     q6_K's two 16-element halves as sc_a isum_a + sc_b isum_b), then per
+ *     block, in block order: acc = acc + (float)isum * (dw * dx), and for the
+ *     k-quants with mins acc = acc - (dmin * m) * (dx * sum(q)). Every path
+ *     performs exactly these F32 operations, so all give the same bits.
  *     Q8_0 weights are as precise as such activations, so for them the
  *     activations carry a second int8 term, the residual on a 128 times finer
  *     grid: with v = x/dx (clamped to +-127), q = rint(v), r = rint(128 (v-q))

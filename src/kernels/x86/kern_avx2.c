@@ -355,18 +355,20 @@ INLINE void float_tile(const ds_mm *m, int64_t r, const int RT, int64_t t0, cons
         }
 }
 
+/* rows outer, tokens inner: weights stream from memory once per call */
 #define FLOAT_DRIVER(NAME, KIND)                                                                   \
     static void NAME(const ds_mm *m, int64_t r0, int64_t r1) {                                     \
-        for (int64_t t = 0; t < m->n; t += 2) {                                                    \
-            int tt = (int)(m->n - t < 2 ? m->n - t : 2);                                           \
-            int64_t r = r0;                                                                        \
-            for (; r + 2 <= r1; r += 2) {                                                          \
-                if (tt == 2) float_tile(m, r, 2, t, 2, KIND);                                      \
-                else float_tile(m, r, 2, t, 1, KIND);                                              \
-            }                                                                                      \
-            for (; r < r1; r++) {                                                                  \
-                if (tt == 2) float_tile(m, r, 1, t, 2, KIND);                                      \
-                else float_tile(m, r, 1, t, 1, KIND);                                              \
+        for (int64_t r = r0; r < r1; r += 2) {                                                     \
+            int rt = (int)(r1 - r < 2 ? r1 - r : 2);                                               \
+            for (int64_t t = 0; t < m->n; t += 2) {                                                \
+                int tt = (int)(m->n - t < 2 ? m->n - t : 2);                                       \
+                if (rt == 2) {                                                                     \
+                    if (tt == 2) float_tile(m, r, 2, t, 2, KIND);                                  \
+                    else float_tile(m, r, 2, t, 1, KIND);                                          \
+                } else {                                                                           \
+                    if (tt == 2) float_tile(m, r, 1, t, 2, KIND);                                  \
+                    else float_tile(m, r, 1, t, 1, KIND);                                          \
+                }                                                                                  \
             }                                                                                      \
         }                                                                                          \
     }

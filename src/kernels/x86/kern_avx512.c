@@ -317,6 +317,7 @@ INLINE void float_tile(const ds_mm *m, int64_t r, const int RT, int64_t t0, cons
         UNROLL for (int t = 0; t < TT; t++) acc[i][t] = _mm512_setzero_ps();
     int64_t k = 0;
     for (; k + 16 <= K; k += 16) {
+        UNROLL for (int i = 0; i < RT; i++) _mm_prefetch((const char *)rows[i] + (k + 256) * esz, _MM_HINT_T0);
         __m512 xv[4];
         UNROLL for (int t = 0; t < TT; t++) xv[t] = load_w(xs[t], k, kind == FT_BF16 ? FT_BF16 : FT_F32);
         UNROLL for (int i = 0; i < RT; i++) {
@@ -333,23 +334,28 @@ INLINE void float_tile(const ds_mm *m, int64_t r, const int RT, int64_t t0, cons
         }
 }
 
+/* rows outer, tokens inner: a block of 4 rows (in L1) meets every token
+ * tile before the next rows are read, so weights stream from memory once */
 #define FLOAT_DRIVER(NAME, KIND)                                                                   \
     static void NAME(const ds_mm *m, int64_t r0, int64_t r1) {                                     \
-        for (int64_t t = 0; t < m->n; t += 4) {                                                    \
-            int tt = (int)(m->n - t < 4 ? m->n - t : 4);                                           \
-            int64_t r = r0;                                                                        \
-            for (; r + 4 <= r1; r += 4) switch (tt) {                                              \
-                case 1: float_tile(m, r, 4, t, 1, KIND); break;                                    \
-                case 2: float_tile(m, r, 4, t, 2, KIND); break;                                    \
-                case 3: float_tile(m, r, 4, t, 3, KIND); break;                                    \
-                default: float_tile(m, r, 4, t, 4, KIND); break;                                   \
-                }                                                                                  \
-            for (; r < r1; r++) switch (tt) {                                                      \
-                case 1: float_tile(m, r, 1, t, 1, KIND); break;                                    \
-                case 2: float_tile(m, r, 1, t, 2, KIND); break;                                    \
-                case 3: float_tile(m, r, 1, t, 3, KIND); break;                                    \
-                default: float_tile(m, r, 1, t, 4, KIND); break;                                   \
-                }                                                                                  \
+        int64_t r = r0;                                                                            \
+        for (; r < r1; r += 4) {                                                                   \
+            int rt = (int)(r1 - r < 4 ? r1 - r : 4);                                               \
+            for (int64_t t = 0; t < m->n; t += 4) {                                                \
+                int tt = (int)(m->n - t < 4 ? m->n - t : 4);                                       \
+                if (rt == 4) switch (tt) {                                                         \
+                    case 1: float_tile(m, r, 4, t, 1, KIND); break;                                \
+                    case 2: float_tile(m, r, 4, t, 2, KIND); break;                                \
+                    case 3: float_tile(m, r, 4, t, 3, KIND); break;                                \
+                    default: float_tile(m, r, 4, t, 4, KIND); break;                               \
+                    }                                                                              \
+                else for (int i = 0; i < rt; i++) switch (tt) {                                    \
+                    case 1: float_tile(m, r + i, 1, t, 1, KIND); break;                            \
+                    case 2: float_tile(m, r + i, 1, t, 2, KIND); break;                            \
+                    case 3: float_tile(m, r + i, 1, t, 3, KIND); break;                            \
+                    default: float_tile(m, r + i, 1, t, 4, KIND); break;                           \
+                    }                                                                              \
+            }                                                                                      \
         }                                                                                          \
     }
 

@@ -25,6 +25,9 @@ static void usage(FILE *f) {
             "  --cache-state-mb N     DeltaNet checkpoints kept by the prefix cache (default 256)\n"
             "  --max-running N        sequences in flight (default 64)\n"
             "  --step-tokens N        tokens per engine step (default 512)\n"
+            "  --state-checkpoint-interval N\n"
+            "                         prefill tokens between DeltaNet checkpoints of the prefix cache\n"
+            "                         (multiple of 64; 0: at prompt ends only; default 512)\n"
             "  --no-prefix-cache      turn the prefix cache off\n"
             "  --max-queue N          waiting requests accepted before 429 (default 0 = unlimited)\n"
             "  --threads N            compute threads (default: one per core)\n"
@@ -75,6 +78,11 @@ int ds_cmd_serve(int argc, char **argv) {
         else if (!strcmp(a, "--state-mb")) { if (ds_arg_int(a, v, 1, 1L << 22, &n)) return 2; c.engine.state_bytes = (size_t)n << 20; }
         else if (!strcmp(a, "--cache-state-mb")) { if (ds_arg_int(a, v, 0, 1L << 22, &n)) return 2; c.engine.cache_state_bytes = (size_t)n << 20; }
         else if (!strcmp(a, "--max-running")) { if (ds_arg_int(a, v, 1, 4096, &n)) return 2; c.engine.max_running = (int)n; }
+        else if (!strcmp(a, "--state-checkpoint-interval")) {
+            if (ds_arg_int(a, v, 0, 1 << 20, &n)) return 2;
+            if (n % 64) { fprintf(stderr, "deltaserve serve: --state-checkpoint-interval %ld is not a multiple of 64\n", n); return 2; }
+            c.engine.checkpoint_interval = (int)n;
+        }
         else if (!strcmp(a, "--step-tokens")) { if (ds_arg_int(a, v, 64, 1 << 16, &n)) return 2; c.engine.step_tokens = (int)n; }
         else if (!strcmp(a, "--max-queue")) { if (ds_arg_int(a, v, 0, 1 << 20, &n)) return 2; c.engine.max_queue = (int)n; }
         else if (!strcmp(a, "--threads")) { if (ds_arg_int(a, v, 0, 1024, &n)) return 2; c.n_threads = (int)n; }

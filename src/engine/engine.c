@@ -405,10 +405,39 @@ static void preempt(ds_engine *g, req *r) {
     g->stats.preemptions++;
 }
 
+/* Requests sharing a long prompt prefix often arrive together (one system
+ * prompt, many users). Admitted side by side they would each compute the
+ * prefix; instead the later one waits while the first is prefilled up to the
+ * shared point, where the first leaves its pages and a DeltaNet checkpoint in
+ * the cache (an extra cut at a multiple of 64, which changes none of its
+ * arithmetic). Returns 1 when w should wait. */
+static int wait_for_shared_prefill(ds_engine *g, req *w) {
+    if (!g->cache) return 0;
+    for (int i = 0; i < g->n_running; i++) {
+        req *r = g->running[i];
+        if (r->n_computed >= r->n_prompt) continue;
+        int n = w->n_prompt - 1 < r->n_prompt ? w->n_prompt - 1 : r->n_prompt; /* w computes at least one token */
+        int shared = 0;
+        while (shared < n && w->tokens[shared] == r->tokens[shared]) shared++;
+        int at = shared / 64 * 64;
+        if (at < 128 || at <= r->n_computed) continue; /* too little to gain, or r is past it */
+        if (r->share_cut <= r->n_computed || at < r->share_cut) r->share_cut = at;
+        return 1;
+    }
+    return 0;
+}
+
 static int admit(ds_engine *g) {
-    int admitted = 0;
-    while (g->waiting_head && g->n_running < g->p.max_running) {
-        req *r = g->waiting_head;
+    int admitted = 0, looked = 0;
+    req **link = &g->waiting_head, *prev = NULL;
+    while (*link && g->n_running < g->p.max_running) {
+        req *r = *link;
+        /* bounded, so that a long queue costs little per step */
+        if (looked++ < 64 && wait_for_shared_prefill(g, r)) {
+            prev = r;
+            link = &r->next;
+            continue;
+        }
         /* a request that could not get pages for its first chunk would only be preempted again;
          * with nothing running it is admitted anyway, as it fits the pool alone (submit checked) */
         int first = r->n_prompt < g->p.prefill_chunk ? r->n_prompt : g->p.prefill_chunk;
@@ -417,10 +446,11 @@ static int admit(ds_engine *g) {
         if (g->n_running > 0 && g->pages.n_free < need) break;
         int slot = g->hybrid ? ds_id_get(&g->slots) : 0;
         if (slot < 0) break;
-        g->waiting_head = r->next;
-        if (!g->waiting_head) g->waiting_tail = NULL;
+        *link = r->next;
+        if (g->waiting_tail == r) g->waiting_tail = prev;
         g->n_waiting--;
         r->next = NULL;
+        r->share_cut = 0;
         r->slot = g->hybrid ? slot : -1;
         if (g->hybrid) ds_state_clear(&g->st, slot);
         r->n_computed = 0;
@@ -471,6 +501,7 @@ static int chunk_end(const ds_engine *g, const req *r, ds_seq_mode *mode) {
     }
     int prompt_cut = round_down(r->n_prompt, 64); /* the end-of-prompt checkpoint */
     if (prompt_cut > from && prompt_cut < end) end = prompt_cut;
+    if (r->share_cut > from && r->share_cut < end) end = r->share_cut;
     return end;
 }
 
@@ -544,7 +575,7 @@ static void take_checkpoint(ds_engine *g, req *r) {
     int pos = r->n_computed;
     if (!g->cache || pos % 64 != 0 || pos > r->n_prompt) return;
     int at_interval = g->p.checkpoint_interval && pos % g->p.checkpoint_interval == 0;
-    if (!at_interval && pos != round_down(r->n_prompt, 64)) return;
+    if (!at_interval && pos != round_down(r->n_prompt, 64) && pos != r->share_cut) return;
     int ck = -1;
     if (g->hybrid) {
         ck = get_ckpt(g);

@@ -23,6 +23,7 @@ typedef struct req {
     int running_index;
     int64_t scheduled_step;     /* the step that last gave it rows */
     int aborted, fault;
+    int share_cut;              /* a waiting request shares the prompt up to here: cut and checkpoint there */
     struct req *next;           /* inbox / waiting list */
     /* speculative decoding (speculate.c) */
     int n_drafts;               /* drafts waiting to be verified */

@@ -174,6 +174,8 @@ static void on_event(const ds_event *ev, void *user) {
     if (ev->finished) {
         h->engine_done = 1;
         h->n_generated_final = ev->n_generated;
+        /* a request whose only token was a stop token had no token event to carry it */
+        if (ev->n_cached > h->n_cached) h->n_cached = ev->n_cached;
         last = --c->refs == 0;
     }
     pthread_cond_broadcast(&c->cv);

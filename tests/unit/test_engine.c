@@ -343,6 +343,52 @@ static void test_refuses_what_cannot_run(void) {
     unload(&l);
 }
 
+/* Requests with one long shared prefix, all arriving in the same step: the
+ * first is prefilled alone up to the shared point, the others wait and resume
+ * there, so the prefix is computed once; outputs equal the cache-off run. */
+static void test_shared_arrivals(const char *shape) {
+    loaded l;
+    REQUIRE(load(shape, &l) == 0, "load");
+    enum { N = 16, PREFIX = 320, OWN = 20 };
+    uint32_t x = 5;
+    for (int r = 0; r < N; r++) {
+        for (int i = 0; i < PREFIX + OWN; i++) {
+            x = x * 1664525u + 1013904223u;
+            W.toks[r][i] = r == 0 || i >= PREFIX ? (int32_t)((x >> 8) % 1000) : W.toks[0][i];
+        }
+        W.toks[r][PREFIX] = (int32_t)(r * 7 + 1); /* the turns differ from their first token */
+        W.len[r] = PREFIX + OWN;
+    }
+    ds_sampling_params sp;
+    greedy(&sp);
+    ds_engine_params off, on;
+    ds_engine_defaults(&off);
+    off.prefix_cache = 0;
+    off.max_running = N;
+    on = off;
+    on.prefix_cache = 1;
+    ds_engine_stats so, sn;
+    REQUIRE(run(l.model, &off, &W, N, N, 8, &sp, &A, &so) == 0, "cache off");
+    REQUIRE(run(l.model, &on, &W, N, N, 8, &sp, &B, &sn) == 0, "cache on");
+    int same = 0;
+    for (int r = 0; r < N; r++)
+        same += A.n_out[r] == 8 && B.n_out[r] == 8 && memcmp(A.out[r], B.out[r], sizeof A.out[r]) == 0;
+    printf("     %s: %d/%d identical; prefill %lld tokens with the cache, %lld without; %lld hit\n", shape, same, N,
+           (long long)sn.prompt_tokens, (long long)so.prompt_tokens, (long long)sn.prefix_hit_tokens);
+    CHECK(same == N, "%s: %d of %d requests differ with the cache on", shape, N - same, N);
+    CHECK(sn.prefix_hit_tokens >= (int64_t)(N - 1) * PREFIX, "%s: %lld tokens hit, expected %d", shape,
+          (long long)sn.prefix_hit_tokens, (N - 1) * PREFIX);
+    CHECK(sn.prompt_tokens <= PREFIX + (int64_t)N * OWN, "%s: prefilled %lld tokens", shape,
+          (long long)sn.prompt_tokens);
+    CHECK(sn.state_slots_used == 0, "%s: state slots not back to baseline", shape);
+    unload(&l);
+}
+
+static void test_shared_prefix_computed_once(void) {
+    test_shared_arrivals("tiny");
+    test_shared_arrivals("tiny-qwen3");
+}
+
 int main(void) {
     snprintf(tmpdir, sizeof tmpdir, "/tmp/ds-engine-XXXXXX");
     if (!mkdtemp(tmpdir)) return 1;
@@ -352,6 +398,7 @@ int main(void) {
     RUN(test_batch_invariance);
     RUN(test_preemption_keeps_outputs);
     RUN(test_cache_on_off_identical);
+    RUN(test_shared_prefix_computed_once);
     char cmd[600];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);
     if (system(cmd) != 0) printf("could not remove %s\n", tmpdir);

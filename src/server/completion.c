@@ -10,7 +10,10 @@
  *    or its last event processed). A stop string aborts the engine request;
  *    its late tokens are ignored, and usage counts the tokens up to the stop.
  * 4. A choice that ends with DS_FINISH_ERROR fails the whole request: an
- *    HTTP 500 before the headers, an SSE error event (no [DONE]) after. */
+ *    HTTP 500 before the headers, an SSE error event (no [DONE]) after.
+ * 5. Every request is counted in /metrics under exactly one outcome (settle):
+ *    done, aborted by the client, or failed; a request refused by
+ *    ds_completion_start is counted by the HTTP side, which sends the error. */
 #include "server/completion.h"
 
 #include <errno.h>
@@ -72,6 +75,7 @@ struct ds_completion {
     int fd;
     int client_gone;
     int failed;             /* a choice ended with an error */
+    int settled;            /* its outcome was counted (settle) */
     char fail_msg[256];
     double t_start, t_first, t_last;
     double t_checked;       /* last look at the client's socket */
@@ -89,6 +93,24 @@ double ds_server_now(void) {
 }
 
 /* --- life cycle --- */
+
+typedef enum { OUT_DONE, OUT_ABORTED, OUT_FAILED, OUT_REFUSED } outcome;
+
+static void record_done(ds_completion *c);
+
+/* Counts the request's outcome once: the first call wins. OUT_REFUSED: the
+ * HTTP side answers with an error status and counts it. */
+static void settle(ds_completion *c, outcome o) {
+    if (c->settled) return;
+    c->settled = 1;
+    ds_metrics *m = &c->srv->metrics;
+    switch (o) {
+    case OUT_DONE: record_done(c); break;
+    case OUT_ABORTED: ds_metrics_client_abort(m); break;
+    case OUT_FAILED: ds_metrics_error(m, DS_ERRK_ENGINE); ds_metrics_failed(m); break;
+    case OUT_REFUSED: break;
+    }
+}
 
 static void completion_free(ds_completion *c) {
     for (int i = 0; i < c->n; i++) {
@@ -131,12 +153,10 @@ static void abort_all(ds_completion *c) {
 
 void ds_completion_release(ds_completion *c) {
     if (!c) return;
-    int all_done = 1;
-    for (int i = 0; i < c->n; i++) all_done &= c->ch[i].done;
-    if (!all_done && !c->client_gone) {
-        c->client_gone = 1;
-        ds_metrics_client_abort(&c->srv->metrics);
-    }
+    /* dropped before its answer was complete (a stream whose end was never
+     * written, a connection that broke): the client did not get it */
+    if (!c->settled) c->client_gone = 1;
+    settle(c, OUT_ABORTED);
     abort_all(c);
     unref(c);
 }
@@ -463,7 +483,7 @@ static int wait_events(ds_completion *c) {
     if (now - c->t_checked < 0.01) return 0;
     c->t_checked = now;
     if (client_closed(c->fd)) {
-        if (!c->client_gone) ds_metrics_client_abort(&c->srv->metrics);
+        settle(c, OUT_ABORTED);
         c->client_gone = 1;
         abort_all(c);
         return -1;
@@ -482,7 +502,7 @@ static ds_oai_usage usage_of(const ds_completion *c) {
     return u;
 }
 
-static void record_done(ds_completion *c) {
+static void record_done(ds_completion *c) {   /* through settle only */
     ds_oai_usage u = usage_of(c);
     ds_metrics_done(&c->srv->metrics, ds_server_now() - c->t_start, u.prompt_tokens, u.completion_tokens);
 }
@@ -519,6 +539,7 @@ static int render_prompt(ds_server *s, const ds_oai_request *r, char **text, ds_
 }
 
 ds_completion *ds_completion_start(ds_server *s, ds_oai_request *req, int fd, ds_http_error *err) {
+    memset(err, 0, sizeof *err);
     ds_completion *c = calloc(1, sizeof *c);
     if (!c) {
         http_fail(err, 500, "server_error", NULL, "out of memory");
@@ -624,6 +645,7 @@ ds_completion *ds_completion_start(ds_server *s, ds_oai_request *req, int fd, ds
             else
                 http_fail(err, 503, "service_unavailable", NULL, "%s", e.msg);
             free(toks.ids);
+            settle(c, OUT_REFUSED);
             ds_completion_release(c);
             return NULL;
         }
@@ -645,9 +667,15 @@ ds_completion *ds_completion_start(ds_server *s, ds_oai_request *req, int fd, ds
         if (wait_events(c) < 0) break;
     }
     if (!c->client_gone) pump(c);
+    if (c->client_gone) {   /* before any output: nothing to answer (counted as an abort) */
+        err->status = 0;
+        ds_completion_release(c);
+        return NULL;
+    }
     if (c->failed) {
         http_fail(err, 500, "server_error", NULL, "the model failed: %s", c->fail_msg);
-        ds_metrics_error(&s->metrics, DS_ERRK_ENGINE);
+        err->engine = 1;
+        settle(c, OUT_REFUSED);
         ds_completion_release(c);
         return NULL;
     }
@@ -671,6 +699,7 @@ fail:
     free(text);
     free(toks.ids);
     for (int i = 0; i < c->n; i++) c->ch[i].done = 1;
+    settle(c, OUT_REFUSED);
     ds_completion_release(c);
     return NULL;
 }
@@ -688,7 +717,7 @@ char *ds_completion_wait_json(ds_completion *c, int *status) {
     }
     if (c->failed) {
         *status = 500;
-        ds_metrics_error(&c->srv->metrics, DS_ERRK_ENGINE);
+        settle(c, OUT_FAILED);
         char msg[320];
         snprintf(msg, sizeof msg, "the model failed: %s", c->fail_msg);
         return ds_oai_error_json(500, "server_error", NULL, msg);
@@ -722,7 +751,7 @@ char *ds_completion_wait_json(ds_completion *c, int *status) {
     }
     ds_oai_usage u = usage_of(c);
     cJSON_AddItemToObject(o, "usage", ds_oai_usage_json(&u));
-    record_done(c);
+    settle(c, OUT_DONE);
     char *s = cJSON_PrintUnformatted(o);
     cJSON_Delete(o);
     *status = s ? 200 : 500;
@@ -733,7 +762,7 @@ char *ds_completion_wait_json(ds_completion *c, int *status) {
 
 static void stream_tail(ds_completion *c) {
     if (c->failed) {
-        ds_metrics_error(&c->srv->metrics, DS_ERRK_ENGINE);
+        settle(c, OUT_FAILED);
         char msg[320];
         snprintf(msg, sizeof msg, "the model failed: %s", c->fail_msg);
         ds_sse_error(&c->out, "server_error", msg);
@@ -747,7 +776,7 @@ static void stream_tail(ds_completion *c) {
             ds_sse_data(&c->out, o);
             cJSON_Delete(o);
         }
-        record_done(c);
+        settle(c, OUT_DONE);
         ds_sse_done(&c->out);
     }
     c->stream_ended = 1;

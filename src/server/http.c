@@ -60,15 +60,30 @@ static enum MHD_Result send_json(struct MHD_Connection *conn, int status, char *
     return send_text(conn, status, "application/json", body, strlen(body), NULL);
 }
 
-static enum MHD_Result send_error(ds_server *s, struct MHD_Connection *conn, int status, const char *type,
-                                  const char *param, const char *msg) {
-    ds_error_kind k = status == 400 ? DS_ERRK_BAD_REQUEST : status == 401 ? DS_ERRK_AUTH
-                    : status == 404 || status == 405 ? DS_ERRK_NOT_FOUND : status == 413 ? DS_ERRK_TOO_LARGE
-                    : status == 429 ? DS_ERRK_QUEUE_FULL : status == 503 ? DS_ERRK_UNAVAILABLE : DS_ERRK_INTERNAL;
-    if (status != 500) ds_metrics_error(&s->metrics, k);   /* engine failures are counted where they happen */
+static ds_error_kind kind_of_status(int status) {
+    return status == 400 ? DS_ERRK_BAD_REQUEST : status == 401 ? DS_ERRK_AUTH
+         : status == 404 || status == 405 ? DS_ERRK_NOT_FOUND : status == 413 ? DS_ERRK_TOO_LARGE
+         : status == 429 ? DS_ERRK_QUEUE_FULL : status == 503 ? DS_ERRK_UNAVAILABLE : DS_ERRK_INTERNAL;
+}
+
+/* completion: the error ends a completion request, which counts it as
+ * rejected (refused before generating) or failed (a 5xx other than 503), so
+ * that the started counter always equals the sum of the outcomes. */
+static enum MHD_Result send_error_kind(ds_server *s, struct MHD_Connection *conn, int completion, int status,
+                                       ds_error_kind k, const char *type, const char *param, const char *msg) {
+    ds_metrics_error(&s->metrics, k);
+    if (completion) {
+        if (status >= 500 && status != 503) ds_metrics_failed(&s->metrics);
+        else ds_metrics_rejected(&s->metrics);
+    }
     char *body = ds_oai_error_json(status, type, param, msg);
     if (!body) return MHD_NO;
     return send_text(conn, status, "application/json", body, strlen(body), status == 429 || status == 503 ? "1" : NULL);
+}
+
+static enum MHD_Result send_error(ds_server *s, struct MHD_Connection *conn, int completion, int status,
+                                  const char *type, const char *param, const char *msg) {
+    return send_error_kind(s, conn, completion, status, kind_of_status(status), type, param, msg);
 }
 
 /* --- checks --- */
@@ -117,20 +132,21 @@ static enum MHD_Result route_completion(ds_server *s, struct MHD_Connection *con
     ds_oai_request req;
     ds_oai_error perr;
     if (ds_oai_request_parse(cc->body.s ? cc->body.s : "", cc->body.n, kind, &req, &perr))
-        return send_error(s, conn, 400, "invalid_request_error", perr.param, perr.message);
+        return send_error(s, conn, 1, 400, "invalid_request_error", perr.param, perr.message);
     if (req.model && strcmp(req.model, s->model_name)) {
         char msg[480];
         snprintf(msg, sizeof msg, "the model '%.200s' does not exist; this server serves '%.150s'", req.model,
                  s->model_name);
         ds_oai_request_free(&req);
-        return send_error(s, conn, 404, "not_found_error", "model", msg);
+        return send_error(s, conn, 1, 404, "not_found_error", "model", msg);
     }
     const union MHD_ConnectionInfo *ci = MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CONNECTION_FD);
     ds_http_error herr = {0};
     ds_completion *c = ds_completion_start(s, &req, ci ? ci->connect_fd : -1, &herr);
     if (!c) {
-        if (herr.status == 0) return MHD_NO;   /* the client went away */
-        return send_error(s, conn, herr.status, herr.type, herr.param, herr.message);
+        if (herr.status == 0) return MHD_NO;   /* the client went away (counted as an abort) */
+        return send_error_kind(s, conn, 1, herr.status, herr.engine ? DS_ERRK_ENGINE : kind_of_status(herr.status),
+                               herr.type, herr.param, herr.message);
     }
     enum MHD_Result ok;
     if (ds_completion_is_stream(c)) {
@@ -178,34 +194,36 @@ static enum MHD_Result handler(void *cls, struct MHD_Connection *conn, const cha
     }
     int get = !strcmp(method, "GET"), post = !strcmp(method, "POST");
     if (!strcmp(url, "/health")) {
-        if (!get) return send_error(s, conn, 405, "invalid_request_error", NULL, "use GET");
+        if (!get) return send_error(s, conn, 0, 405, "invalid_request_error", NULL, "use GET");
         int ok = atomic_load(&s->ready) && !atomic_load(&s->draining);
         const char *msg = ok ? "{\"status\":\"ok\"}" : atomic_load(&s->draining) ? "{\"status\":\"draining\"}"
                                                                                  : "{\"status\":\"loading\"}";
         return send_text(conn, ok ? 200 : 503, "application/json", strdup(msg), strlen(msg), NULL);
     }
     if (!strcmp(url, "/metrics")) {
-        if (!get) return send_error(s, conn, 405, "invalid_request_error", NULL, "use GET");
+        if (!get) return send_error(s, conn, 0, 405, "invalid_request_error", NULL, "use GET");
         return route_metrics(s, conn);
     }
     int chat = !strcmp(url, "/v1/chat/completions"), cmpl = !strcmp(url, "/v1/completions");
-    int models = !strcmp(url, "/v1/models");
-    if (!chat && !cmpl && !models) return send_error(s, conn, 404, "not_found_error", NULL, "no such route");
+    int models = !strcmp(url, "/v1/models"), completion = chat || cmpl;
+    if (!chat && !cmpl && !models) return send_error(s, conn, 0, 404, "not_found_error", NULL, "no such route");
+    if (completion) ds_metrics_started(&s->metrics);
     if (!key_ok(s, conn))
-        return send_error(s, conn, 401, "authentication_error", NULL, "a valid API key is required (Authorization: Bearer KEY)");
+        return send_error(s, conn, completion, 401, "authentication_error", NULL,
+                          "a valid API key is required (Authorization: Bearer KEY)");
     if (cc->too_large) {
         char msg[128];
         snprintf(msg, sizeof msg, "the request body is larger than %zu bytes", s->cfg.max_body_bytes);
-        return send_error(s, conn, 413, "invalid_request_error", NULL, msg);
+        return send_error(s, conn, completion, 413, "invalid_request_error", NULL, msg);
     }
     if (!atomic_load(&s->ready) || atomic_load(&s->draining))
-        return send_error(s, conn, 503, "service_unavailable", NULL,
+        return send_error(s, conn, completion, 503, "service_unavailable", NULL,
                           atomic_load(&s->draining) ? "the server is shutting down" : "the model is loading");
     if (models) {
-        if (!get) return send_error(s, conn, 405, "invalid_request_error", NULL, "use GET");
+        if (!get) return send_error(s, conn, 0, 405, "invalid_request_error", NULL, "use GET");
         return route_models(s, conn);
     }
-    if (!post) return send_error(s, conn, 405, "invalid_request_error", NULL, "use POST");
+    if (!post) return send_error(s, conn, 1, 405, "invalid_request_error", NULL, "use POST");
     return route_completion(s, conn, cc, chat ? DS_OAI_CHAT : DS_OAI_COMPLETION);
 }
 

@@ -305,6 +305,24 @@ async function mainSuite() {
   }
 }
 
+// Once nothing is in flight every completion request has exactly one outcome.
+async function outcomesAddUp(name) {
+  await t(name, async () => {
+    let m, sum;
+    for (let i = 0; i < 100; i++) {
+      m = await metrics();
+      sum = m['deltaserve:request_success_total'] + m['deltaserve:request_client_aborts_total'] +
+        m['deltaserve:requests_rejected_total'] + m['deltaserve:requests_failed_total'];
+      if (m['deltaserve:requests_started_total'] === sum && m['vllm:num_requests_running'] === 0) break;
+      await sleep(20);
+    }
+    check(m['deltaserve:requests_started_total'] > 0, 'nothing started');
+    check(m['deltaserve:requests_started_total'] === sum, `started ${m['deltaserve:requests_started_total']} != ` +
+      `success ${m['deltaserve:request_success_total']} + aborts ${m['deltaserve:request_client_aborts_total']} + ` +
+      `rejected ${m['deltaserve:requests_rejected_total']} + failed ${m['deltaserve:requests_failed_total']}`);
+  });
+}
+
 async function queueSuite() {
   await t('queue full -> 429 with Retry-After', async () => {
     const ac = new AbortController();
@@ -375,8 +393,8 @@ async function drainSuite() {
   });
 }
 
-if (MODE === 'main') await mainSuite();
-else if (MODE === 'queue') await queueSuite();
-else if (MODE === 'fault') await faultSuite();
+if (MODE === 'main') { await mainSuite(); await outcomesAddUp('metrics: started = success + aborts + rejected + failed'); }
+else if (MODE === 'queue') { await queueSuite(); await outcomesAddUp('metrics: outcomes add up after 429s'); }
+else if (MODE === 'fault') { await faultSuite(); await outcomesAddUp('metrics: outcomes add up after engine failures'); }
 else if (MODE === 'drain') await drainSuite();
 console.log(`RESULT passed=${passed} failed=${failed}`);

@@ -35,7 +35,9 @@ static void usage(FILE *f) {
             "  --fault-after N        the Nth completion request's model call fails (also $DS_FAULT_AFTER)\n"
             "  --fault-every N        every Nth completion request's model call fails (also $DS_FAULT_EVERY)\n"
             "  --fault-at-token K     such a request fails after K generated tokens instead of at its\n"
-            "                         first model call (also $DS_FAULT_AT_TOKEN)\n");
+            "                         first model call (also $DS_FAULT_AT_TOKEN)\n"
+            "  --fault-phase P        any, prefill, decode or verify: the failing call is the first one\n"
+            "                         of that kind (default any; also $DS_FAULT_PHASE)\n");
 }
 
 /* <directory of the executable>/models/default.gguf */
@@ -50,6 +52,18 @@ static int default_model(char *out, size_t cap) {
     return snprintf(out, cap, "%s/models/default.gguf", exe) < (int)cap ? 0 : -1;
 }
 
+static int fault_phase(const char *what, const char *v, ds_fault_phase *out) {
+    static const char *const NAMES[] = {"any", "prefill", "decode", "verify"};
+    static const ds_fault_phase PHASES[] = {DS_FAULT_ANY, DS_FAULT_PREFILL, DS_FAULT_DECODE, DS_FAULT_VERIFY};
+    for (int i = 0; i < 4; i++)
+        if (!strcmp(v, NAMES[i])) {
+            *out = PHASES[i];
+            return 0;
+        }
+    fprintf(stderr, "deltaserve serve: %s must be any, prefill, decode or verify, got '%s'\n", what, v);
+    return -1;
+}
+
 int ds_cmd_serve(int argc, char **argv) {
     ds_server_config c;
     ds_server_defaults(&c);
@@ -61,6 +75,7 @@ int ds_cmd_serve(int argc, char **argv) {
     if ((env = getenv("DS_FAULT_AFTER")) && ds_arg_int("DS_FAULT_AFTER", env, 0, 1L << 30, &n) == 0) c.fault_after = (int)n;
     if ((env = getenv("DS_FAULT_EVERY")) && ds_arg_int("DS_FAULT_EVERY", env, 0, 1L << 30, &n) == 0) c.fault_every = (int)n;
     if ((env = getenv("DS_FAULT_AT_TOKEN")) && ds_arg_int("DS_FAULT_AT_TOKEN", env, 0, 1L << 30, &n) == 0) c.fault_at_token = (int)n;
+    if ((env = getenv("DS_FAULT_PHASE")) && env[0] && fault_phase("DS_FAULT_PHASE", env, &c.fault_phase)) return 2;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v;
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) { usage(stdout); return 0; }
@@ -84,6 +99,7 @@ int ds_cmd_serve(int argc, char **argv) {
         else if (!strcmp(a, "--fault-after")) { if (ds_arg_int(a, v, 0, 1L << 30, &n)) return 2; c.fault_after = (int)n; }
         else if (!strcmp(a, "--fault-at-token")) { if (ds_arg_int(a, v, 0, 1L << 30, &n)) return 2; c.fault_at_token = (int)n; }
         else if (!strcmp(a, "--fault-every")) { if (ds_arg_int(a, v, 0, 1L << 30, &n)) return 2; c.fault_every = (int)n; }
+        else if (!strcmp(a, "--fault-phase")) { if (fault_phase(a, v, &c.fault_phase)) return 2; }
         else { fprintf(stderr, "deltaserve serve: unknown option '%s'\n", a); usage(stderr); return 2; }
     }
     if (!c.model_path) {

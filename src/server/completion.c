@@ -56,7 +56,6 @@ typedef struct {
     cJSON *lp_tokens, *lp_token_lps, *lp_tops, *lp_offsets;  /* completions logprobs */
     size_t text_offset;
     int n_calls;
-    int fault_at;           /* test hook: inject a fault once this many tokens came (0: none pending) */
 } choice;
 
 struct ds_completion {
@@ -386,7 +385,6 @@ static void on_token(ds_completion *c, choice *h, const ds_event *ev) {
     if (h->index == 0) c->t_last = now;
     h->n_tokens++;
     h->n_cached = ev->n_cached;
-    if (h->fault_at && h->n_tokens == h->fault_at) ds_engine_inject_fault(s->eng, h->id);
     if (c->req.logprobs) add_logprobs(c, h, ev);
     if (c->start_in_reasoning && !h->think_closed) h->reasoning_tokens++;
     const char *t = NULL;
@@ -433,6 +431,14 @@ static int events_pending(const ds_completion *c) {
     for (int i = 0; i < c->n; i++)
         if (c->ch[i].q_n) return 1;
     return 0;
+}
+
+static int first_event_is_token(ds_completion *c) {
+    int token = 0;
+    pthread_mutex_lock(&c->mu);
+    for (int i = 0; i < c->n; i++) token |= c->ch[i].q_n > 0 && !c->ch[i].q[0].finished;
+    pthread_mutex_unlock(&c->mu);
+    return token;
 }
 
 /* Moves the queued events out and processes them on this thread. */
@@ -629,6 +635,14 @@ ds_completion *ds_completion_start(ds_server *s, ds_oai_request *req, int fd, ds
                                 .ignore_eos = c->req.ignore_eos, .on_event = on_event, .user = h};
         if (c->req.seed_given) rp.sampling.seed = c->req.sampling.seed + (uint64_t)i;
         else rp.sampling.seed = ((uint64_t)time(NULL) << 20) ^ (uint64_t)(uintptr_t)h ^ (uint64_t)i;
+        /* the fault hook decides at submission, so the engine (not this thread, which may lag
+         * behind it) picks the call that fails */
+        unsigned long long nreq = atomic_fetch_add(&s->n_requests, 1) + 1;
+        if ((s->cfg.fault_after > 0 && nreq == (unsigned long long)s->cfg.fault_after) ||
+            (s->cfg.fault_every > 0 && nreq % (unsigned long long)s->cfg.fault_every == 0)) {
+            rp.fault = s->cfg.fault_phase;
+            rp.fault_after_tokens = s->cfg.fault_at_token;
+        }
         pthread_mutex_lock(&c->mu);
         c->refs++;
         pthread_mutex_unlock(&c->mu);
@@ -649,12 +663,6 @@ ds_completion *ds_completion_start(ds_server *s, ds_oai_request *req, int fd, ds
             ds_completion_release(c);
             return NULL;
         }
-        unsigned long long nreq = atomic_fetch_add(&s->n_requests, 1) + 1;
-        if ((s->cfg.fault_after > 0 && nreq == (unsigned long long)s->cfg.fault_after) ||
-            (s->cfg.fault_every > 0 && nreq % (unsigned long long)s->cfg.fault_every == 0)) {
-            if (s->cfg.fault_at_token > 0) h->fault_at = s->cfg.fault_at_token;
-            else ds_engine_inject_fault(s->eng, h->id);
-        }
     }
     free(toks.ids);
     toks.ids = NULL;
@@ -666,7 +674,9 @@ ds_completion *ds_completion_start(ds_server *s, ds_oai_request *req, int fd, ds
         if (any) break;
         if (wait_events(c) < 0) break;
     }
-    if (!c->client_gone) pump(c);
+    /* a stream has begun once the model produced a token: a failure after that is an SSE
+     * error event, even when it is queued already */
+    if (!c->client_gone && !(c->req.stream && first_event_is_token(c))) pump(c);
     if (c->client_gone) {   /* before any output: nothing to answer (counted as an abort) */
         err->status = 0;
         ds_completion_release(c);

@@ -37,6 +37,7 @@ void ds_server_defaults(ds_server_config *c) {
     ds_engine_defaults(&c->engine);
     c->max_body_bytes = (size_t)8 << 20;
     c->drain_timeout_s = 60.0;
+    c->fault_phase = DS_FAULT_ANY;
 }
 
 /* --- responses --- */

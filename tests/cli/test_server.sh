@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # End-to-end checks of `deltaserve serve`: starts real servers on 127.0.0.1
 # (free ports) with the tiny model and runs tests/server/e2e.mjs (the official
-# openai client plus raw HTTP) against them in four modes: main, queue (429),
-# fault (engine failures) and drain (SIGTERM). Prints ok/FAIL lines and
+# openai client plus raw HTTP) against them in five modes: main, queue (429),
+# fault (engine failures), fault-phase (one request of a busy batch fails in a
+# prefill, decode or verify step) and drain (SIGTERM). Prints ok/FAIL lines and
 # "RESULT passed=N failed=M". Env: DS_BIN, DS_TMP, DS_ROOT (tests/run.sh).
 set -u
 : "${DS_BIN:?}" "${DS_TMP:?}" "${DS_ROOT:?}"
@@ -78,6 +79,13 @@ if DS_FAULT_EVERY=1 DS_FAULT_AT_TOKEN=3 start fault; then
     suite fault
     stop fault
 fi
+# one request fails in a prefill, decode or verify step while others run (e2e.mjs fault-phase)
+for phase in prefill decode verify; do
+    if DS_FAULT_EVERY=3 DS_FAULT_PHASE=$phase start "fault-$phase"; then
+        DS_FAULT_PHASE=$phase suite fault-phase
+        stop "fault-$phase"
+    fi
+done
 if start drain; then
     suite drain
     for _ in $(seq 1 100); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done

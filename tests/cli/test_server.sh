@@ -21,6 +21,7 @@ trap cleanup EXIT
 start() {
     local name=$1; shift
     local log="$DS_TMP/server-$name.log"
+    : >"$log"   # the server writes it from the background: it must exist before the first look
     "$DS_BIN" serve -m "$model" --port 0 --api-key "$key" --served-model-name tiny --threads 2 "$@" >"$log" 2>&1 &
     pid=$!
     pids+=("$pid")
@@ -95,6 +96,7 @@ fi
 # the default model next to the binary (what `make run` serves)
 if [ -f "$(dirname "$DS_BIN")/models/default.gguf" ]; then
     log="$DS_TMP/server-default.log"
+    : >"$log"
     "$DS_BIN" serve --port 0 >"$log" 2>&1 & pid=$!; pids+=("$pid")
     for _ in $(seq 1 100); do grep -q "ready:" "$log" && break; sleep 0.1; done
     grep -q "ready: model 'default'" "$log" && ok "serve without -m serves models/default.gguf" || bad "serve without -m" "$(tail -n 3 "$log")"

@@ -1,5 +1,6 @@
 /* cmd_serve.c - `deltaserve serve`: the OpenAI-compatible HTTP server (server/server.h). */
 #include <limits.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,9 +21,9 @@ static void usage(FILE *f) {
             "  --api-key KEY          require 'Authorization: Bearer KEY' on /v1/* (also $DS_API_KEY)\n"
             "  --served-model-name S  the model id clients use (default: the file's base name)\n"
             "engine:\n"
-            "  --kv-mb N              KV page pool (default 256)\n"
-            "  --state-mb N           DeltaNet state slots of running sequences (default 256)\n"
-            "  --cache-state-mb N     DeltaNet checkpoints kept by the prefix cache (default 256)\n"
+            "  --kv-mb X              KV page pool in MiB (default 256; fractions allowed)\n"
+            "  --state-mb X           DeltaNet state slots of running sequences in MiB (default 256)\n"
+            "  --cache-state-mb X     DeltaNet checkpoints kept by the prefix cache in MiB (default 256)\n"
             "  --max-running N        sequences in flight (default 64)\n"
             "  --step-tokens N        tokens per engine step (default 512)\n"
             "  --no-prefix-cache      turn the prefix cache off\n"
@@ -50,6 +51,13 @@ static int default_model(char *out, size_t cap) {
     if (!slash) return -1;
     *slash = 0;
     return snprintf(out, cap, "%s/models/default.gguf", exe) < (int)cap ? 0 : -1;
+}
+
+static int mib(const char *opt, const char *v, double lo, size_t *bytes) {
+    double x;
+    if (ds_arg_float(opt, v, lo, (double)(1L << 22), &x)) return -1;
+    *bytes = (size_t)llround(x * (double)(1 << 20));
+    return 0;
 }
 
 static int fault_phase(const char *what, const char *v, ds_fault_phase *out) {
@@ -86,9 +94,10 @@ int ds_cmd_serve(int argc, char **argv) {
         else if (!strcmp(a, "--port")) { if (ds_arg_int(a, v, 0, 65535, &n)) return 2; c.port = (int)n; }
         else if (!strcmp(a, "--api-key")) c.api_key = v;
         else if (!strcmp(a, "--served-model-name")) c.served_model_name = v;
-        else if (!strcmp(a, "--kv-mb")) { if (ds_arg_int(a, v, 1, 1L << 22, &n)) return 2; c.engine.kv_bytes = (size_t)n << 20; }
-        else if (!strcmp(a, "--state-mb")) { if (ds_arg_int(a, v, 1, 1L << 22, &n)) return 2; c.engine.state_bytes = (size_t)n << 20; }
-        else if (!strcmp(a, "--cache-state-mb")) { if (ds_arg_int(a, v, 0, 1L << 22, &n)) return 2; c.engine.cache_state_bytes = (size_t)n << 20; }
+        /* budgets in MiB with fractions: small test models need less than 1 MiB to be tight */
+        else if (!strcmp(a, "--kv-mb")) { if (mib(a, v, 1e-6, &c.engine.kv_bytes)) return 2; }
+        else if (!strcmp(a, "--state-mb")) { if (mib(a, v, 1e-6, &c.engine.state_bytes)) return 2; }
+        else if (!strcmp(a, "--cache-state-mb")) { if (mib(a, v, 0, &c.engine.cache_state_bytes)) return 2; }
         else if (!strcmp(a, "--max-running")) { if (ds_arg_int(a, v, 1, 4096, &n)) return 2; c.engine.max_running = (int)n; }
         else if (!strcmp(a, "--step-tokens")) { if (ds_arg_int(a, v, 64, 1 << 16, &n)) return 2; c.engine.step_tokens = (int)n; }
         else if (!strcmp(a, "--max-queue")) { if (ds_arg_int(a, v, 0, 1 << 20, &n)) return 2; c.engine.max_queue = (int)n; }

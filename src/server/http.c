@@ -8,6 +8,7 @@
  * Every /v1/ route needs "Authorization: Bearer KEY" when --api-key is set;
  * /health and /metrics do not (probes and scrapers). */
 #include <arpa/inet.h>
+#include <errno.h>
 #include <microhttpd.h>
 #include <netinet/in.h>
 #include <pthread.h>
@@ -15,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -243,11 +245,11 @@ static void *engine_main(void *arg) {
     return NULL;
 }
 
+/* The rest of the loading, after the file was opened: tokenizer, weights, engine, template. */
 static int load(ds_server *s) {
     ds_err e = {0};
     const ds_server_config *c = &s->cfg;
-    ds_status st = ds_model_open(c->model_path, &s->file, &e);
-    if (!st) st = ds_tokenizer_from_model(s->file, &s->tok, &e);
+    ds_status st = ds_tokenizer_from_model(s->file, &s->tok, &e);
     if (!st) {
         ds_model_params mp = {.max_batch_tokens = c->engine.step_tokens + c->engine.max_running + 64,
                               .n_threads = c->n_threads};
@@ -255,7 +257,13 @@ static int load(ds_server *s) {
             mp.max_batch_tokens = c->engine.prefill_chunk + c->engine.max_running;
         st = ds_model_new(s->file, &mp, &s->model, &e);
     }
-    if (!st) st = ds_engine_new(s->model, &c->engine, &s->eng, &e);
+    if (!st && (st = ds_engine_new(s->model, &c->engine, &s->eng, &e)) != DS_OK) {
+        /* the engine cannot name the options its budgets came from */
+        char pre[160];
+        snprintf(pre, sizeof pre, "the engine's budgets (--kv-mb %.3g, --state-mb %.3g, --max-running %d)",
+                 (double)c->engine.kv_bytes / (1 << 20), (double)c->engine.state_bytes / (1 << 20), c->engine.max_running);
+        ds_err_prefix(&e, pre);
+    }
     if (!st) {
         const char *t = ds_model_chat_template(s->file);
         st = ds_jinja_compile(t ? t : DS_DEFAULT_CHAT_TEMPLATE, &s->tmpl, &e);
@@ -291,6 +299,38 @@ static void base_name(const char *path, char *out, size_t cap) {
     snprintf(out, cap, "%.*s", (int)n, b);
 }
 
+/* A listening TCP socket on host:port (port 0: any free one, returned in
+ * *bound). Made here rather than by libmicrohttpd so that a failure can say
+ * why (the port in use, an address not on this machine). Returns the socket,
+ * -2 for a host that is not an IPv4 address, -1 for any other failure, each
+ * after its one line on stderr. */
+static int listen_socket(const char *host, int port, int *bound) {
+    struct sockaddr_in addr = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+    if (inet_pton(AF_INET, host, &addr.sin_addr) != 1) {
+        fprintf(stderr, "deltaserve serve: --host %s is not an IPv4 address\n", host);
+        return -2;
+    }
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0), one = 1;
+    if (fd < 0) {
+        fprintf(stderr, "deltaserve serve: cannot create a socket: %s\n", strerror(errno));
+        return -1;
+    }
+    /* lets a restarted server take its port while old connections linger in TIME_WAIT; a port
+     * another process listens on still fails with EADDRINUSE */
+    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+    if (bind(fd, (struct sockaddr *)&addr, sizeof addr) != 0 || listen(fd, SOMAXCONN) != 0) {
+        int err = errno;
+        fprintf(stderr, "deltaserve serve: cannot listen on %s:%d: %s%s\n", host, port, strerror(err),
+                err == EADDRINUSE ? " (another process has this port; choose another with --port)" : "");
+        close(fd);
+        return -1;
+    }
+    struct sockaddr_in got;
+    socklen_t len = sizeof got;
+    *bound = getsockname(fd, (struct sockaddr *)&got, &len) == 0 ? ntohs(got.sin_port) : port;
+    return fd;
+}
+
 int ds_server_run(const ds_server_config *cfg) {
     ds_server *s = calloc(1, sizeof *s);
     if (!s) return 1;
@@ -306,23 +346,35 @@ int ds_server_run(const ds_server_config *cfg) {
     pthread_sigmask(SIG_BLOCK, &sigs, NULL);   /* every thread started from here inherits it */
     signal(SIGPIPE, SIG_IGN);
 
-    struct sockaddr_in addr = {.sin_family = AF_INET, .sin_port = htons((uint16_t)cfg->port)};
-    if (inet_pton(AF_INET, cfg->host, &addr.sin_addr) != 1) {
-        fprintf(stderr, "deltaserve serve: --host %s is not an IPv4 address\n", cfg->host);
+    /* Start-up failures end with exactly one line on stderr naming the problem
+     * (the port, the model file, the budget) and exit code 1: the socket and
+     * the model file are checked before anything is announced. */
+    int port = 0, fd = listen_socket(cfg->host, cfg->port, &port);
+    if (fd < 0) {
+        ds_metrics_free(&s->metrics);
         free(s);
-        return 2;
+        return fd == -2 ? 2 : 1;
     }
-    struct MHD_Daemon *d = MHD_start_daemon(
-        MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_THREAD_PER_CONNECTION | MHD_USE_POLL, (uint16_t)cfg->port, NULL,
-        NULL, handler, s, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&addr, MHD_OPTION_NOTIFY_COMPLETED, completed, s,
-        MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)600, MHD_OPTION_END);
-    if (!d) {
-        fprintf(stderr, "deltaserve serve: cannot listen on %s:%d\n", cfg->host, cfg->port);
+    ds_err e = {0};
+    if (ds_model_open(cfg->model_path, &s->file, &e) != DS_OK) {
+        fprintf(stderr, "deltaserve serve: %s\n", e.msg);
+        close(fd);
+        ds_metrics_free(&s->metrics);
         free(s);
         return 1;
     }
-    const union MHD_DaemonInfo *di = MHD_get_daemon_info(d, MHD_DAEMON_INFO_BIND_PORT);
-    int port = di ? di->port : cfg->port;
+    struct MHD_Daemon *d = MHD_start_daemon(
+        MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_THREAD_PER_CONNECTION | MHD_USE_POLL, 0, NULL, NULL, handler, s,
+        MHD_OPTION_LISTEN_SOCKET, fd, MHD_OPTION_NOTIFY_COMPLETED, completed, s, MHD_OPTION_CONNECTION_TIMEOUT,
+        (unsigned)600, MHD_OPTION_END);
+    if (!d) {
+        fprintf(stderr, "deltaserve serve: cannot start the HTTP server on %s:%d\n", cfg->host, port);
+        close(fd);
+        ds_model_close(s->file);
+        ds_metrics_free(&s->metrics);
+        free(s);
+        return 1;
+    }
     fprintf(stderr, "deltaserve serve: listening on http://%s:%d (loading %s)\n", cfg->host, port, cfg->model_path);
     int rc = 0;
     pthread_t engine_thread;
@@ -366,6 +418,6 @@ out:
         ds_metrics_free(&s->metrics);
         free(s);
     }
-    fprintf(stderr, "deltaserve serve: stopped\n");
+    if (engine_started) fprintf(stderr, "deltaserve serve: stopped\n");
     return rc;
 }

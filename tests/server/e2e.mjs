@@ -20,21 +20,27 @@ async function t(name, fn) {
   catch (e) { console.log(`FAIL ${name}: ${e && e.stack ? e.stack.split('\n').slice(0, 3).join(' | ') : e}`); failed++; }
 }
 
-// raw HTTP: returns {status, headers, body}
+// raw HTTP: returns {status, headers, body, utf8} (utf8: the body's bytes are well-formed UTF-8);
+// body: a string, bytes (a Buffer, sent as they are) or an object (sent as JSON)
+const utf8 = new TextDecoder('utf-8', { fatal: true });
 function raw(method, path, body, headers = {}) {
   return new Promise((resolve, reject) => {
     const u = new URL(URL_ + path);
     const h = { ...headers };
     if (body !== undefined && !('Content-Type' in h)) h['Content-Type'] = 'application/json';
     const req = http.request({ host: u.hostname, port: u.port, path: u.pathname, method, headers: h }, (res) => {
-      let data = '';
-      res.setEncoding('utf8');
-      res.on('data', (c) => (data += c));
-      res.on('end', () => resolve({ status: res.statusCode, headers: res.headers, body: data }));
+      const parts = [];
+      res.on('data', (c) => parts.push(c));
+      res.on('end', () => {
+        const bytes = Buffer.concat(parts);
+        let ok = true;
+        try { utf8.decode(bytes); } catch { ok = false; }
+        resolve({ status: res.statusCode, headers: res.headers, body: bytes.toString('utf8'), utf8: ok });
+      });
       res.on('error', reject);
     });
     req.on('error', reject);
-    if (body !== undefined) req.write(typeof body === 'string' ? body : JSON.stringify(body));
+    if (body !== undefined) req.write(typeof body === 'string' || Buffer.isBuffer(body) ? body : JSON.stringify(body));
     req.end();
   });
 }
@@ -238,16 +244,29 @@ async function mainSuite() {
     ['token id outside the vocabulary', '/v1/completions', { prompt: [1, 99999999], max_tokens: 2 }, 400, 'prompt'],
     ['echo unsupported', '/v1/completions', { prompt: 'x', echo: true }, 400, 'echo'],
     ['unknown model', '/v1/chat/completions', chatBody({ model: 'no-such-model' }), 404, 'model'],
+    // invalid UTF-8 quoted in an error: the error body is still well-formed UTF-8
+    ['a role of invalid UTF-8', '/v1/chat/completions', Buffer.from('{"messages":[{"role":"us\xffer\xe2\x82","content":"x"}]}', 'latin1'), 400, 'messages[0].role'],
+    ['a model name cut inside a character', '/v1/chat/completions', { ...chatBody(), model: 'é'.repeat(100) + 'x' }, 404, 'model'],
   ];
   for (const [name, path, body, status, param] of bad) {
     await t(`bad input: ${name} -> ${status}`, async () => {
       const r = await raw('POST', path, body, auth);
       check(r.status === status, `status ${r.status}: ${r.body}`);
+      check(r.utf8, `the error body is not UTF-8: ${r.body}`);
       const e = JSON.parse(r.body).error;
       check(e && typeof e.message === 'string' && e.message.length > 0, 'error body');
       if (param) check(e.param === param, `param ${e.param}`);
     });
   }
+  await t('invalid UTF-8 in a prompt is repaired, the answer is complete and UTF-8', async () => {
+    for (const [path, text] of [['/v1/chat/completions', '{"messages":[{"role":"user","content":"caf\xe9 \xff\xfe \xf0\x9f\x98 end"}],"max_tokens":5,"ignore_eos":true}'],
+      ['/v1/completions', '{"prompt":"\xc3(\xa0\xa1 \xed\xa0\x80","max_tokens":5,"ignore_eos":true,"stream":true}']]) {
+      const r = await raw('POST', path, Buffer.from(text, 'latin1'), auth);
+      check(r.status === 200 && r.utf8, `${path}: ${r.status} ${r.body.slice(0, 200)}`);
+      if (path.endsWith('chat/completions')) check(JSON.parse(r.body).usage.completion_tokens === 5, r.body);
+      else check(parseSSE(r.body).pop().data === '[DONE]', r.body.slice(-200));
+    }
+  });
   await t('bad input: missing key -> 401', async () => {
     const r = await raw('POST', '/v1/chat/completions', chatBody());
     check(r.status === 401, r.status);
@@ -260,7 +279,7 @@ async function mainSuite() {
     check(r2.status === 401, r2.status);
   });
   await t('bad input: body over the limit -> 413', async () => {
-    const r = await raw('POST', '/v1/chat/completions', '{"x":"' + 'a'.repeat(200 * 1024) + '"}', auth);
+    const r = await raw('POST', '/v1/chat/completions', '{"x":"' + 'a'.repeat(300 * 1024) + '"}', auth);
     check(r.status === 413, r.status);
   });
   await t('bad input: unknown route -> 404, wrong method -> 405', async () => {

@@ -84,7 +84,10 @@ static int parse_messages(const cJSON *root, ds_oai_request *r, ds_oai_error *er
     const cJSON *ms = get(root, "messages");
     if (!ms) return fail(err, "messages", "'messages' is required");
     if (!cJSON_IsArray(ms)) return fail(err, "messages", "'messages' must be an array");
-    if (cJSON_GetArraySize(ms) == 0) return fail(err, "messages", "'messages' must not be empty");
+    int n_messages = cJSON_GetArraySize(ms);
+    if (n_messages == 0) return fail(err, "messages", "'messages' must not be empty");
+    if (n_messages > DS_OAI_MAX_MESSAGES)
+        return fail(err, "messages", "'messages' has %d messages; at most %d are allowed", n_messages, DS_OAI_MAX_MESSAGES);
     r->messages = cJSON_CreateArray();
     int i = 0;
     const cJSON *m;

@@ -19,6 +19,8 @@ typedef enum { DS_TOOLS_NONE = 0, DS_TOOLS_AUTO, DS_TOOLS_REQUIRED, DS_TOOLS_NAM
 
 #define DS_OAI_MAX_N 16
 #define DS_OAI_MAX_STOP 16
+/* messages per chat request: bounds the template's work per request whatever the body limit */
+#define DS_OAI_MAX_MESSAGES 4096
 
 typedef struct {
     ds_oai_kind kind;

@@ -68,9 +68,28 @@ if ! [ -d "$DS_ROOT/tests/server/node_modules/openai" ]; then
     echo "RESULT passed=$passed failed=$failed"; exit 1
 fi
 
-if start main --max-body-kb 64; then
+# listens on 127.0.0.1 only (no --host given): the socket in /proc/net/tcp, none in tcp6
+listens_on_loopback() {
+    local hex
+    hex=$(printf '%04X' "$port")
+    if grep -qE "^ *[0-9]+: 0100007F:$hex 00000000:0000 0A " /proc/net/tcp &&
+       ! grep -qE "^ *[0-9]+: [0-9A-F]+:$hex [0-9A-F]+:0000 0A " /proc/net/tcp6 2>/dev/null &&
+       [ "$(grep -cE "^ *[0-9]+: [0-9A-F]+:$hex [0-9A-F]+:0000 0A " /proc/net/tcp)" -eq 1 ]; then
+        ok "default bind is 127.0.0.1 only"
+    else
+        bad "default bind is 127.0.0.1 only" "$(grep -E ":$hex " /proc/net/tcp /proc/net/tcp6 2>/dev/null | head -n 3)"
+    fi
+}
+
+if start main --max-body-kb 256; then
+    listens_on_loopback
     suite main
     stop main
+    # the key (right and wrong ones were sent) and the prompts stay out of the log
+    if grep -qF -- "$key" "$DS_TMP/server-main.log"; then bad "the API key is never logged" "found in the log"
+    else ok "the API key is never logged"; fi
+    if grep -q "prompt-marker" "$DS_TMP/server-main.log"; then bad "prompts are not logged" "found in the log"
+    else ok "prompts are not logged"; fi
 fi
 if start queue --max-queue 1 --max-running 1 --no-prefix-cache; then
     suite queue

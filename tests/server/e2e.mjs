@@ -244,6 +244,7 @@ async function mainSuite() {
     ['token id outside the vocabulary', '/v1/completions', { prompt: [1, 99999999], max_tokens: 2 }, 400, 'prompt'],
     ['echo unsupported', '/v1/completions', { prompt: 'x', echo: true }, 400, 'echo'],
     ['unknown model', '/v1/chat/completions', chatBody({ model: 'no-such-model' }), 404, 'model'],
+    ['too many messages', '/v1/chat/completions', { messages: Array(4097).fill({ role: 'user', content: 'x' }), max_tokens: 1 }, 400, 'messages'],
     // invalid UTF-8 quoted in an error: the error body is still well-formed UTF-8
     ['a role of invalid UTF-8', '/v1/chat/completions', Buffer.from('{"messages":[{"role":"us\xffer\xe2\x82","content":"x"}]}', 'latin1'), 400, 'messages[0].role'],
     ['a model name cut inside a character', '/v1/chat/completions', { ...chatBody(), model: 'é'.repeat(100) + 'x' }, 404, 'model'],
@@ -266,6 +267,10 @@ async function mainSuite() {
       if (path.endsWith('chat/completions')) check(JSON.parse(r.body).usage.completion_tokens === 5, r.body);
       else check(parseSSE(r.body).pop().data === '[DONE]', r.body.slice(-200));
     }
+  });
+  await t('prompts are not logged (the shell checks the log for this one)', async () => {
+    const r = await client.chat.completions.create({ model: MODEL, messages: [{ role: 'user', content: `prompt-marker-${KEY}-sensitive` }], max_tokens: 2 });
+    check(r.choices.length === 1, 'answer');
   });
   await t('bad input: missing key -> 401', async () => {
     const r = await raw('POST', '/v1/chat/completions', chatBody());

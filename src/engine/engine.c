@@ -694,6 +694,8 @@ int ds_engine_step(ds_engine *g) {
         g->stats.checkpoint_restores = ps.checkpoint_restores;
         g->stats.evicted_pages = ps.evicted_pages;
         g->stats.evicted_checkpoints = ps.evicted_checkpoints;
+        g->stats.kv_pages_cached = ps.nodes;
+        g->stats.checkpoints_cached = ps.checkpoints;
     }
     int active = g->n_running + g->n_waiting + g->n_inbox;
     pthread_mutex_unlock(&g->mu);

@@ -99,6 +99,7 @@ typedef struct {
     int kv_pages_total, kv_pages_used;
     int state_slots_total, state_slots_used;
     int checkpoint_slots_total, checkpoint_slots_used;
+    int kv_pages_cached, checkpoints_cached;  /* held by the prefix cache (all that is held when idle) */
     int64_t prefix_query_tokens, prefix_hit_tokens, checkpoint_restores;
     int64_t evicted_pages, evicted_checkpoints, preemptions;
     int64_t prompt_tokens, generated_tokens, steps;

@@ -87,12 +87,16 @@ void ds_metrics_render(ds_metrics *m, const ds_engine_stats *st, const char *mod
     metric(o, "deltaserve:num_requests_waiting", "gauge", "Requests waiting for memory or a slot.", lbl, st->waiting);
     metric(o, "deltaserve:kv_pages_used", "gauge", "KV cache pages in use (running and cached).", lbl, st->kv_pages_used);
     metric(o, "deltaserve:kv_pages_total", "gauge", "KV cache pages in the pool.", lbl, st->kv_pages_total);
+    metric(o, "deltaserve:kv_pages_cached", "gauge", "KV pages held by the prefix cache (all pages in use when idle).",
+           lbl, st->kv_pages_cached);
     metric(o, "deltaserve:kv_cache_usage_perc", "gauge", "Fraction of KV pages in use (0..1).", lbl, kv);
     metric(o, "deltaserve:state_slots_used", "gauge", "DeltaNet state slots in use.", lbl, st->state_slots_used);
     metric(o, "deltaserve:state_slots_total", "gauge", "DeltaNet state slots in the pool.", lbl, st->state_slots_total);
     metric(o, "deltaserve:state_usage_perc", "gauge", "Fraction of DeltaNet state slots in use (0..1).", lbl, state);
-    metric(o, "deltaserve:checkpoint_slots_used", "gauge", "DeltaNet checkpoints kept by the prefix cache.", lbl,
+    metric(o, "deltaserve:checkpoint_slots_used", "gauge", "DeltaNet checkpoint slots in use.", lbl,
            st->checkpoint_slots_used);
+    metric(o, "deltaserve:checkpoints_cached", "gauge", "DeltaNet checkpoints held by the prefix cache.", lbl,
+           st->checkpoints_cached);
     metric(o, "deltaserve:prefix_cache_queries_total", "counter", "Prompt tokens looked up in the prefix cache.", lbl,
            (double)st->prefix_query_tokens);
     metric(o, "deltaserve:prefix_cache_hits_total", "counter", "Prompt tokens found in the prefix cache.", lbl,

@@ -262,7 +262,7 @@ static int load(ds_server *s) {
         char pre[160];
         snprintf(pre, sizeof pre, "the engine's budgets (--kv-mb %.3g, --state-mb %.3g, --max-running %d)",
                  (double)c->engine.kv_bytes / (1 << 20), (double)c->engine.state_bytes / (1 << 20), c->engine.max_running);
-        ds_err_prefix(&e, pre);
+        ds_err_prefix(&e, "%s", pre);
     }
     if (!st) {
         const char *t = ds_model_chat_template(s->file);

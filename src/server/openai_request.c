@@ -308,7 +308,10 @@ int ds_oai_request_parse(const char *body, size_t len, ds_oai_kind kind, ds_oai_
     ds_sampling_defaults(&r->sampling);
     const char *end = NULL;
     cJSON *root = cJSON_ParseWithLengthOpts(body, len, &end, 0);
-    if (!root || (end && (size_t)(end - body) < len && strspn(end, " \t\r\n") != len - (size_t)(end - body))) {
+    /* only whitespace may follow the value, within len: the body need not end with a NUL */
+    size_t at = root && end ? (size_t)(end - body) : len;
+    while (at < len && (body[at] == ' ' || body[at] == '\t' || body[at] == '\r' || body[at] == '\n')) at++;
+    if (!root || at < len) {
         cJSON_Delete(root);
         return fail(err, "", "the request body is not valid JSON");
     }

@@ -80,6 +80,14 @@ static int content_text(const cJSON *c, int i, char **out, ds_oai_error *err) {
     return 0;
 }
 
+/* Sets obj[key] = v, dropping every item of that name first: a JSON object
+ * may repeat a name, and the template must see the one value checked here
+ * (the first, which is what the lookups above read). */
+static void set_only(cJSON *obj, const char *key, cJSON *v) {
+    while (cJSON_GetObjectItemCaseSensitive(obj, key)) cJSON_DeleteItemFromObjectCaseSensitive(obj, key);
+    cJSON_AddItemToObject(obj, key, v);
+}
+
 static int parse_messages(const cJSON *root, ds_oai_request *r, ds_oai_error *err) {
     const cJSON *ms = get(root, "messages");
     if (!ms) return fail(err, "messages", "'messages' is required");
@@ -104,25 +112,28 @@ static int parse_messages(const cJSON *root, ds_oai_request *r, ds_oai_error *er
             return fail(err, param, "'%s' must be system, developer, user, assistant or tool, got '%s'", param, rl);
         cJSON *out = cJSON_Duplicate(m, 1);
         cJSON_AddItemToArray(r->messages, out);
-        if (!strcmp(rl, "developer")) cJSON_ReplaceItemInObjectCaseSensitive(out, "role", cJSON_CreateString("system"));
+        set_only(out, "role", cJSON_CreateString(strcmp(rl, "developer") ? rl : "system"));
         const cJSON *c = get(m, "content"), *calls = get(m, "tool_calls");
         if (!c) {
             if (strcmp(rl, "assistant") || !calls) {
                 snprintf(param, sizeof param, "messages[%d].content", i);
                 return fail(err, param, "'%s' is required", param);
             }
-            cJSON_DeleteItemFromObjectCaseSensitive(out, "content");
-            cJSON_AddStringToObject(out, "content", "");
+            set_only(out, "content", cJSON_CreateString(""));
         } else {
             char *text;
             if (content_text(c, i, &text, err)) return -1;
-            cJSON_ReplaceItemInObjectCaseSensitive(out, "content", cJSON_CreateString(text));
+            set_only(out, "content", cJSON_CreateString(text));
             free(text);
         }
-        if (calls) {
+        if (!calls) {   /* null, or a null first of repeated names: no calls */
+            while (cJSON_GetObjectItemCaseSensitive(out, "tool_calls"))
+                cJSON_DeleteItemFromObjectCaseSensitive(out, "tool_calls");
+        } else {
             snprintf(param, sizeof param, "messages[%d].tool_calls", i);
             if (!cJSON_IsArray(calls)) return fail(err, param, "'%s' must be an array", param);
-            cJSON *oc = cJSON_GetObjectItemCaseSensitive(out, "tool_calls"), *call;
+            cJSON *oc = cJSON_DetachItemFromObjectCaseSensitive(out, "tool_calls"), *call;
+            set_only(out, "tool_calls", oc);
             cJSON_ArrayForEach(call, oc) {
                 cJSON *f = cJSON_GetObjectItemCaseSensitive(call, "function");
                 cJSON *nm = cJSON_GetObjectItemCaseSensitive(f, "name");

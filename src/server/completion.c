@@ -529,16 +529,10 @@ static int http_fail(ds_http_error *err, int status, const char *type, const cha
 }
 
 static int render_prompt(ds_server *s, const ds_oai_request *r, char **text, ds_http_error *err) {
-    cJSON *ctx = cJSON_CreateObject();
-    cJSON_AddItemToObject(ctx, "messages", cJSON_Duplicate(r->messages, 1));
-    if (r->tools && r->tool_choice != DS_TOOLS_NONE) cJSON_AddItemToObject(ctx, "tools", cJSON_Duplicate(r->tools, 1));
-    cJSON_AddTrueToObject(ctx, "add_generation_prompt");
-    cJSON_AddStringToObject(ctx, "eos_token", s->eos_text);
-    cJSON_AddStringToObject(ctx, "bos_token", "");
     ds_err e = {0};
     size_t len;
-    ds_status st = ds_jinja_merge_kwargs(ctx, r->template_kwargs, &e);
-    if (!st) st = ds_jinja_render(s->tmpl, ctx, text, &len, &e);
+    cJSON *ctx = ds_oai_template_context(r, s->eos_text, &e);
+    ds_status st = ctx ? ds_jinja_render(s->tmpl, ctx, text, &len, &e) : e.code ? e.code : DS_EINVAL;
     cJSON_Delete(ctx);
     if (st) return http_fail(err, 400, "invalid_request_error", "messages", "the chat template failed: %s", e.msg);
     return 0;

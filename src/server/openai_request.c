@@ -1,6 +1,8 @@
 /* openai_request.c - see openai_request.h. */
 #include "server/openai_request.h"
 
+#include "server/jinja.h"
+
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -388,6 +390,20 @@ out:
     cJSON_Delete(root);
     if (rc) ds_oai_request_free(r);
     return rc;
+}
+
+cJSON *ds_oai_template_context(const ds_oai_request *r, const char *eos_text, ds_err *e) {
+    cJSON *ctx = cJSON_CreateObject();
+    cJSON_AddItemToObject(ctx, "messages", cJSON_Duplicate(r->messages, 1));
+    if (r->tools && r->tool_choice != DS_TOOLS_NONE) cJSON_AddItemToObject(ctx, "tools", cJSON_Duplicate(r->tools, 1));
+    cJSON_AddTrueToObject(ctx, "add_generation_prompt");
+    cJSON_AddStringToObject(ctx, "eos_token", eos_text);
+    cJSON_AddStringToObject(ctx, "bos_token", "");
+    if (ds_jinja_merge_kwargs(ctx, r->template_kwargs, e) != DS_OK) {
+        cJSON_Delete(ctx);
+        return NULL;
+    }
+    return ctx;
 }
 
 void ds_oai_request_free(ds_oai_request *r) {

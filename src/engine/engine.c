@@ -233,6 +233,7 @@ uint64_t ds_engine_submit(ds_engine *g, const ds_request_params *rp, ds_err *e) 
     r->k = g->spec_max;
     r->qslot = -1;
     r->accept_ema = 0.5f;
+    r->fault = rp->fault;
     ds_sampler_init(&r->sampler, &rp->sampling);
     pthread_mutex_lock(&g->mu);
     if (g->p.max_queue > 0 && g->n_inbox + g->stats.waiting >= g->p.max_queue) {
@@ -351,11 +352,11 @@ static void drain_inbox(ds_engine *g) {
     /* an id not found is finished already, or will be found next step if still in flight */
     for (req *r = g->waiting_head; r; r = r->next) {
         if (in_list(aborts, n_abort, r->id)) r->aborted = 1;
-        if (in_list(faults, n_fault, r->id)) r->fault = 1;
+        if (in_list(faults, n_fault, r->id)) r->fault = DS_FAULT_ANY, r->p.fault_after_tokens = 0;
     }
     for (int i = 0; i < g->n_running; i++) {
         if (in_list(aborts, n_abort, g->running[i]->id)) g->running[i]->aborted = 1;
-        if (in_list(faults, n_fault, g->running[i]->id)) g->running[i]->fault = 1;
+        if (in_list(faults, n_fault, g->running[i]->id)) g->running[i]->fault = DS_FAULT_ANY, g->running[i]->p.fault_after_tokens = 0;
     }
 }
 
@@ -585,17 +586,28 @@ static void take_checkpoint(ds_engine *g, req *r) {
     ds_prefix_insert(g->cache, r->tokens, pos / g->p.page_size, r->pages, ck, pos);
 }
 
+/* Test hook: whether the request's pending fault hits a call computing it in this mode. */
+static int fault_hits(const req *r, ds_seq_mode mode) {
+    if (r->fault == DS_FAULT_NONE || r->n_generated < r->p.fault_after_tokens) return 0;
+    switch (r->fault) {
+    case DS_FAULT_PREFILL: return mode == DS_SEQ_PREFILL;
+    case DS_FAULT_DECODE: return mode == DS_SEQ_DECODE;
+    case DS_FAULT_VERIFY: return mode == DS_SEQ_VERIFY;
+    default: return 1;
+    }
+}
+
+static const char *fault_message(ds_seq_mode mode) {
+    return mode == DS_SEQ_PREFILL ? "the model call failed (injected fault in a prefill step)"
+         : mode == DS_SEQ_VERIFY  ? "the model call failed (injected fault in a verify step)"
+                                  : "the model call failed (injected fault in a decode step)";
+}
+
 int ds_engine_step(ds_engine *g) {
     g->step_no++;
     drain_inbox(g);
     handle_aborts(g);
     admit(g);
-    /* faults injected for testing fail their request as a failed model call would */
-    for (int i = 0; i < g->n_running;) {
-        req *r = g->running[i];
-        if (r->fault) finish(g, r, DS_FINISH_ERROR, "the model call failed (injected fault)");
-        else i++;
-    }
     int budget = g->p.step_tokens, n_rows = 0, n_seqs = 0;
     /* decodes first, then prefill chunks, oldest requests first */
     for (int pass = 0; pass < 2; pass++) {
@@ -674,6 +686,13 @@ int ds_engine_step(ds_engine *g) {
                 req *r = g->seq_req[k];
                 ds_seq_mode mode = g->seqs[k].mode;
                 int done = 0;
+                if (fault_hits(r, mode)) {
+                    /* an injected fault: this request's part of the call failed, the others' did not */
+                    logit_row += mode == DS_SEQ_VERIFY ? g->seq_n_rows[k]
+                                                       : r->n_computed + g->seq_n_rows[k] == r->n_tokens;
+                    finish(g, r, DS_FINISH_ERROR, fault_message(mode));
+                    continue;
+                }
                 if (mode == DS_SEQ_PREFILL) {
                     pthread_mutex_lock(&g->mu);
                     g->stats.prompt_tokens += g->seq_n_rows[k];
@@ -706,6 +725,8 @@ int ds_engine_step(ds_engine *g) {
         g->stats.checkpoint_restores = ps.checkpoint_restores;
         g->stats.evicted_pages = ps.evicted_pages;
         g->stats.evicted_checkpoints = ps.evicted_checkpoints;
+        g->stats.kv_pages_cached = ps.nodes;
+        g->stats.checkpoints_cached = ps.checkpoints;
     }
     int active = g->n_running + g->n_waiting + g->n_inbox;
     pthread_mutex_unlock(&g->mu);

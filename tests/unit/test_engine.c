@@ -7,7 +7,10 @@
  *   - preemption under a KV budget too small for all: every request finishes,
  *     with the same tokens as without pressure;
  *   - aborts (waiting, mid-prefill, mid-decode) and leaks: pools back to
- *     their baseline once everything has ended. */
+ *     their baseline once everything has ended;
+ *   - injected faults (the test hook) at prefill, decode and verify: the one
+ *     request fails with the phase named, the rest of its batch gives the same
+ *     tokens as a run without the fault. */
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -34,12 +37,15 @@ typedef struct {
     int index;
 } ctx;
 
+static char last_error[256];
+
 static ctx ctxs[MAXREQ];
 
 static void on_event(const ds_event *ev, void *user) {
     ctx *c = user;
     results *r = c->res;
     if (ev->finished) {
+        if (ev->error) snprintf(last_error, sizeof last_error, "%s", ev->error);
         r->reason[c->index] = ev->reason;
         r->n_cached[c->index] = ev->n_cached;
         r->done++;
@@ -317,6 +323,58 @@ static void test_fault_hits_one_request(void) {
     unload(&l);
 }
 
+/* One request of eight gets a fault for a phase; all run together, greedy (so
+ * they draft with the MTP head and verify; once the random head has been
+ * rejected a few times drafting pauses and plain decodes follow). */
+static void test_fault_phases(void) {
+    loaded l;
+    REQUIRE(load("tiny", &l) == 0, "load");
+    make_workload(&W, 8, 23);
+    ds_engine_params ep;
+    ds_engine_defaults(&ep);
+    ds_sampling_params sp;
+    greedy(&sp);
+    static const ds_fault_phase PHASES[] = {DS_FAULT_NONE, DS_FAULT_PREFILL, DS_FAULT_DECODE, DS_FAULT_VERIFY, DS_FAULT_ANY};
+    static const char *const WORDS[] = {"", "prefill step", "decode step", "verify step", "injected fault"};
+    ds_engine_stats st;
+    for (int p = 0; p < 5; p++) {
+        results *res = p == 0 ? &B : &A;
+        ds_engine *eng;
+        ds_err e = {0};
+        REQUIRE(ds_engine_new(l.model, &ep, &eng, &e) == DS_OK, "%s", e.msg);
+        memset(res, 0, sizeof *res);
+        last_error[0] = 0;
+        for (int i = 0; i < 8; i++) {
+            ctxs[i] = (ctx){res, i};
+            ds_request_params rp = {.prompt = W.toks[i], .n_prompt = W.len[i], .max_tokens = 20, .ignore_eos = 1,
+                                    .sampling = sp, .on_event = on_event, .user = &ctxs[i]};
+            if (i == 3) rp.fault = PHASES[p];
+            REQUIRE(ds_engine_submit(eng, &rp, &e), "%s", e.msg);
+        }
+        while (ds_engine_step(eng)) {}
+        ds_engine_stats_get(eng, &st);
+        ds_engine_free(eng);
+        if (p == 0) {
+            CHECK(st.spec_verify_steps > 0, "no verify steps: the test needs speculation");
+            continue;
+        }
+        for (int i = 0; i < 8; i++) {
+            if (i == 3) {
+                CHECK(res->reason[i] == DS_FINISH_ERROR, "phase %d: the faulty request ended with %d", p, res->reason[i]);
+                CHECK(strstr(last_error, WORDS[p]) != NULL, "phase %d: error '%s'", p, last_error);
+                continue;
+            }
+            CHECK(res->reason[i] == DS_FINISH_LENGTH && res->n_out[i] == 20, "phase %d: request %d ended with %d after %d",
+                  p, i, res->reason[i], res->n_out[i]);
+            CHECK(!memcmp(res->out[i], B.out[i], sizeof B.out[i]), "phase %d: request %d gave other tokens", p, i);
+        }
+        CHECK(st.running == 0 && st.waiting == 0 && st.failed == 1 && st.finished == 7, "phase %d: failed %lld finished %lld",
+              p, (long long)st.failed, (long long)st.finished);
+        CHECK(st.state_slots_used == 0, "phase %d: %d state slots left", p, st.state_slots_used);
+    }
+    unload(&l);
+}
+
 static void test_refuses_what_cannot_run(void) {
     loaded l;
     REQUIRE(load("tiny", &l) == 0, "load");
@@ -394,6 +452,7 @@ int main(void) {
     if (!mkdtemp(tmpdir)) return 1;
     RUN(test_refuses_what_cannot_run);
     RUN(test_fault_hits_one_request);
+    RUN(test_fault_phases);
     RUN(test_aborts_free_everything);
     RUN(test_batch_invariance);
     RUN(test_preemption_keeps_outputs);

@@ -140,7 +140,8 @@ int ds_bench_shared_prefix(const char *path, int n_threads, int prefix_len, int 
     return 0;
 }
 
-/* Time of `reps` forward calls of n tokens at the same positions (DECODE or VERIFY). */
+/* Time of `reps` forward calls of n tokens at the same positions (DECODE, or
+ * VERIFY with the commit of all n tokens that acceptance would do). */
 static double time_calls(ds_model *m, ds_kv_pool *kv, ds_state_pool *st, int pos, int n, int reps) {
     ds_batch_token t[16];
     int32_t pages[64];
@@ -155,7 +156,10 @@ static double time_calls(ds_model *m, ds_kv_pool *kv, ds_state_pool *st, int pos
         for (int i = 0; i < n; i++) t[i] = (ds_batch_token){.token = 5 + i, .seq = 0, .pos = pos + i, .want_logits = 1};
         ds_batch b = {.tokens = t, .n_tokens = n, .seqs = &s, .n_seqs = 1, .logits = logits};
         ds_err e = {0};
-        if (ds_model_forward(m, kv, st, &b, &e)) { fprintf(stderr, "deltaserve bench: %s\n", e.msg); break; }
+        if (ds_model_forward(m, kv, st, &b, &e) || (n > 1 && ds_model_verify_commit(m, st, 0, vs, n, &e))) {
+            fprintf(stderr, "deltaserve bench: %s\n", e.msg);
+            break;
+        }
     }
     free(logits);
     return (ds_now() - t0) / reps;

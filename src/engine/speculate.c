@@ -2,14 +2,15 @@
  *
  * Per speculating request and step:
  *   1. verify: the pending token x and the drafts d1..dk run as one VERIFY
- *      chunk of the step's ragged batch, keeping the DeltaNet state after each
- *      of them in a verify slot;
+ *      chunk of the step's ragged batch, keeping a record of each (its conv
+ *      window and recurrence inputs) in a verify slot;
  *   2. accept: greedy requests keep the longest prefix of drafts equal to the
  *      model's choice, plus the model's token at the first mismatch; sampling
  *      requests accept d with probability min(1, p(d)/q(d)) and otherwise draw
  *      from max(p - q, 0), which yields exactly the distribution of plain
- *      sampling. The state rolls back by copying the verify slot of the last
- *      kept position; KV past it is overwritten later;
+ *      sampling. The state slot, which the verify left untouched, advances
+ *      by the kept tokens from their records (ds_model_verify_commit); KV
+ *      past them is overwritten later;
  *   3. draft: the MTP head is fed (h_t, x_{t+1}) for every position the step
  *      kept (this also fills its own KV cache, prompt included), and drafts
  *      d1 from its last row, then d2..dk one batched MTP row per request at a
@@ -110,7 +111,11 @@ int ds_spec_accept(ds_engine *g, req *r, const float *logits) {
         next = draw_residual(g, r, q);
         break;
     }
-    if (g->hybrid) ds_state_copy(&g->st, r->slot, r->vslots[a]);
+    if (g->hybrid) {
+        ds_err e = {0};
+        /* cannot fail: the slots were checked by the forward that wrote the records */
+        (void)ds_model_verify_commit(g->model, &g->st, r->slot, r->vslots, a + 1, &e);
+    }
     ds_spec_release(g, r);
     r->n_drafts = 0;
     r->n_computed = base + a; /* the pending token and a drafts */

@@ -51,7 +51,7 @@ static int32_t argmax(const float *p, int n) {
     return best;
 }
 
-static int greedy(const req *r) { return r->sampler.p.temperature <= 0.0f || r->sampler.p.top_k == 1; }
+static int greedy(const req *r) { return ds_sampler_is_greedy(&r->sampler); }
 
 /* Draws from max(p - q, 0), normalised; p is in sc->probs and is overwritten. */
 static int32_t draw_residual(ds_engine *g, req *r, const float *q) {
@@ -90,21 +90,23 @@ int ds_spec_accept(ds_engine *g, req *r, const float *logits) {
     int a = 0;
     int32_t next = -1;
     for (int i = 0; i <= k; i++) {
-        /* the distribution the model gives after the pending token and i drafts (penalties see them) */
-        ds_sampler_probs(&r->sampler, logits + (size_t)i * V, r->tokens + r->n_prompt, base + i - r->n_prompt,
-                         &g->scratch);
-        const float *p = g->scratch.probs;
-        if (i == k) {
-            next = greedy(r) ? argmax(p, V) : ds_sampler_draw(&r->sampler, &g->scratch);
-            break;
-        }
-        int32_t d = r->drafts[i];
+        /* the model's choice or distribution after the pending token and i drafts (penalties see them) */
+        const float *row = logits + (size_t)i * V;
+        const int32_t *hist = r->tokens + r->n_prompt;
+        int n_hist = base + i - r->n_prompt;
         if (greedy(r)) {
-            int32_t t = argmax(p, V);
-            if (t == d) { a++; continue; }
+            int32_t t = ds_sampler_greedy(&r->sampler, row, hist, n_hist, &g->scratch);
+            if (i < k && t == r->drafts[i]) { a++; continue; }
             next = t;
             break;
         }
+        ds_sampler_probs(&r->sampler, row, hist, n_hist, &g->scratch);
+        const float *p = g->scratch.probs;
+        if (i == k) {
+            next = ds_sampler_draw(&r->sampler, &g->scratch);
+            break;
+        }
+        int32_t d = r->drafts[i];
         const float *q = r->q + (size_t)i * V;
         double u = ds_sampler_uniform(&r->sampler);
         if (q[d] > 0.0f && u * q[d] < p[d]) { a++; continue; }
@@ -135,11 +137,13 @@ int ds_spec_accept(ds_engine *g, req *r, const float *logits) {
 
 /* Chooses draft j of r from the MTP logits; the draft is written past n_tokens so penalties see it. */
 static void choose_draft(ds_engine *g, req *r, int j, const float *mtp_logits) {
-    ds_sampler_probs(&r->sampler, mtp_logits, r->tokens + r->n_prompt, r->n_tokens + j - r->n_prompt, &g->scratch);
+    const int32_t *hist = r->tokens + r->n_prompt;
+    int n_hist = r->n_tokens + j - r->n_prompt;
     int32_t d;
     if (greedy(r)) {
-        d = argmax(g->scratch.probs, g->cfg->n_vocab);
+        d = ds_sampler_greedy(&r->sampler, mtp_logits, hist, n_hist, &g->scratch);
     } else {
+        ds_sampler_probs(&r->sampler, mtp_logits, hist, n_hist, &g->scratch);
         memcpy(r->q + (size_t)j * g->cfg->n_vocab, g->scratch.probs, (size_t)g->cfg->n_vocab * sizeof(float));
         d = ds_sampler_draw(&r->sampler, &g->scratch);
     }

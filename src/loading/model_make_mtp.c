@@ -29,6 +29,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "kernels/backend.h"
+#include "kernels/dtype.h"
 #include "loading/model_make.h"
 
 #define DAMP 0.01f      /* output projections of every block but layer 0's FFN */
@@ -108,17 +110,22 @@ void ds_make_values_ex(const ds_model_config *c, const ds_tensor_spec *s, const 
     }
 }
 
-/* --- calibration: f and g in F32 on the generated (unquantised) weights --- */
+/* --- calibration: f and g on the generated weights, products by the CPU
+ * backend at the file's types (so the head rounds as the model's will) --- */
+
+enum { CHAINS = 8, CHAIN_LEN = 20, N_SAMPLE = CHAINS * CHAIN_LEN };
 
 typedef struct {
     const ds_model_config *c;
     const ds_make_options *o;
+    ds_backend *be;
     int64_t H, V, Fw;
-    float *E, *O;             /* embedding, output head (O == E when tied) */
+    float *E;                  /* embedding, F32 */
     float *out_norm, *ffn_norm; /* multipliers */
-    float *gate, *up, *down;  /* layer 0's F: [Fw][H], [Fw][H], [H][Fw] */
-    float *sh_gate;           /* MoE: the shared expert's sigmoid gate [H], else NULL */
-    float *a, *b;             /* scratch [Fw] */
+    float *sh_gate;            /* MoE: the shared expert's sigmoid gate [H], else NULL */
+    ds_bweight *head, *gate, *up, *down;
+    uint8_t *blocks[4];        /* the matrices in file form, read by the backend */
+    float *u, *g, *a, *y, *logits; /* scratch for N_SAMPLE rows */
 } calib;
 
 typedef struct {
@@ -132,18 +139,36 @@ static void find_cb(const ds_tensor_spec *s, void *ctx) {
     if (!f->found && strcmp(s->name, f->name) == 0) f->spec = *s, f->found = 1;
 }
 
+static int find_spec(const ds_model_config *c, const char *name, ds_tensor_spec *out) {
+    spec_find f = {.name = name};
+    ds_model_for_each_spec(c, find_cb, &f);
+    *out = f.spec;
+    return f.found;
+}
+
 /* the values of tensor `name` as the file will hold them (before GGUF form); NULL if absent or out of memory */
 static float *values_of(calib *k, const char *name, int norm) {
-    spec_find f = {.name = name};
-    ds_model_for_each_spec(k->c, find_cb, &f);
-    if (!f.found) return NULL;
-    int64_t n = f.spec.ne[0] * f.spec.ne[1];
+    ds_tensor_spec s;
+    if (!find_spec(k->c, name, &s)) return NULL;
+    int64_t n = s.ne[0] * s.ne[1];
     float *p = malloc((size_t)n * sizeof *p);
     if (!p) return NULL;
-    ds_make_values_ex(k->c, &f.spec, k->o, 0.0f, 0, p);
+    ds_make_values_ex(k->c, &s, k->o, 0.0f, 0, p);
     if (norm && k->c->arch != DS_ARCH_QWEN3)
         for (int64_t i = 0; i < n; i++) p[i] += 1.0f;
     return p;
+}
+
+/* Uploads values [rows][cols] rounded to the type the file gives tensor `s`. */
+static ds_status upload(calib *k, const ds_tensor_spec *s, const float *vals, int64_t rows, int64_t cols, int slot,
+                        ds_bweight **out, ds_err *e) {
+    ds_dtype t = ds_make_gguf_type(k->c, s, k->o->dtype ? k->o->dtype : "f32");
+    size_t rb = ds_dtype_row_bytes(t, cols);
+    k->blocks[slot] = malloc(rb * (size_t)rows);
+    if (!k->blocks[slot]) return ds_fail(e, DS_ENOMEM, "--mtp-agree: out of memory calibrating the MTP head");
+    for (int64_t r = 0; r < rows; r++) ds_quantize_row(t, vals + r * cols, k->blocks[slot] + (size_t)r * rb, cols);
+    ds_mat m = {.type = t, .data = k->blocks[slot], .rows = rows, .cols = cols};
+    return ds_be_weight_new(k->be, &m, DS_W_MATMUL, out, e);
 }
 
 static float dotf(const float *a, const float *b, int64_t n) {
@@ -165,38 +190,50 @@ static void norm_mul(float *y, const float *x, const float *w, int64_t H, float 
     for (int64_t i = 0; i < H; i++) y[i] = x[i] * r * (w ? w[i] : 1.0f);
 }
 
-/* h = norm(r + F(norm(r) * ffn_norm)) * out_norm, for a residual r */
-static void final_hidden(calib *k, const float *r, float *u, float *h) {
-    int64_t H = k->H, Fw = k->Fw;
-    norm_mul(u, r, k->ffn_norm, H, k->c->rms_eps);
-    for (int64_t j = 0; j < Fw; j++) {
-        float g = dotf(k->gate + j * H, u, H);
-        k->a[j] = g / (1.0f + expf(-g)) * dotf(k->up + j * H, u, H);
+/* For n residuals r: the token head(norm(r + F(norm(r) * ffn_norm)) * out_norm) picks. */
+static void choose(calib *k, const float *r, int n, int32_t *tok) {
+    int64_t H = k->H, Fw = k->Fw, V = k->V;
+    for (int i = 0; i < n; i++) norm_mul(k->u + i * H, r + i * H, k->ffn_norm, H, k->c->rms_eps);
+    ds_be_matmul1(k->be, k->g, Fw, k->gate, k->u, H, n);
+    ds_be_matmul1(k->be, k->a, Fw, k->up, k->u, H, n);
+    for (int64_t j = 0; j < n * Fw; j++) k->a[j] *= k->g[j] / (1.0f + expf(-k->g[j]));
+    ds_be_matmul1(k->be, k->y, H, k->down, k->a, Fw, n);
+    for (int i = 0; i < n; i++) {
+        float sg = k->sh_gate ? 1.0f / (1.0f + expf(-dotf(k->sh_gate, k->u + i * H, H))) : 1.0f;
+        for (int64_t p = 0; p < H; p++) k->y[i * H + p] = r[i * H + p] + sg * k->y[i * H + p];
+        norm_mul(k->u + i * H, k->y + i * H, k->out_norm, H, k->c->rms_eps);
     }
-    float sg = k->sh_gate ? 1.0f / (1.0f + expf(-dotf(k->sh_gate, u, H))) : 1.0f;
-    for (int64_t i = 0; i < H; i++) u[i] = r[i] + sg * dotf(k->down + i * Fw, k->a, Fw);
-    norm_mul(h, u, k->out_norm, H, k->c->rms_eps);
+    ds_be_matmul1(k->be, k->logits, V, k->head, k->u, H, n);
+    for (int i = 0; i < n; i++) {
+        const float *l = k->logits + (size_t)i * V;
+        int32_t best = 0;
+        for (int64_t v = 1; v < V; v++)
+            if (l[v] > l[best]) best = (int32_t)v;
+        tok[i] = best;
+    }
 }
 
-static int32_t argmax_head(const calib *k, const float *h) {
-    int32_t best = 0;
-    float bv = -INFINITY;
-    for (int64_t v = 0; v < k->V; v++) {
-        float d = dotf(k->O + v * k->H, h, k->H);
-        if (d > bv) bv = d, best = (int32_t)v;
+/* Fraction of the sample on which the head's choice with this beta is the model's. */
+static float agreement(calib *k, float beta, const float *R, float *M, uint8_t *qrow, ds_dtype eh_type,
+                       const int32_t *xs, const int32_t *want, float *r) {
+    int64_t H = k->H;
+    for (int64_t p = 0; p < H; p++) { /* the values ds_make_values_ex writes, then the file's rounding */
+        float *row = M + p * H;
+        for (int64_t q = 0; q < H; q++) row[q] = (p == q ? 1.0f : 0.0f) + beta * R[p * H + q];
+        if (H % ds_dtype_get(eh_type)->block_elems == 0) {
+            ds_quantize_row(eh_type, row, qrow, H);
+            ds_dequantize_row(eh_type, qrow, row, H);
+        }
     }
-    return best;
-}
-
-/* whether want is the argmax of head(h): stops at the first row that beats it */
-static int is_argmax(const calib *k, const float *h, int32_t want) {
-    float w = dotf(k->O + (int64_t)want * k->H, h, k->H);
-    for (int64_t v = 0; v < k->V; v++) {
-        if (v == want) continue;
-        float d = dotf(k->O + v * k->H, h, k->H);
-        if (d > w || (d == w && v < want)) return 0;
+    for (int i = 0; i < N_SAMPLE; i++) {
+        norm_mul(k->u, k->E + (int64_t)xs[i] * H, NULL, H, k->c->rms_eps);
+        for (int64_t p = 0; p < H; p++) r[i * H + p] = dotf(M + p * H, k->u, H);
     }
-    return 1;
+    int32_t got[N_SAMPLE];
+    choose(k, r, N_SAMPLE, got);
+    int agree = 0;
+    for (int i = 0; i < N_SAMPLE; i++) agree += got[i] == want[i];
+    return (float)agree / (float)N_SAMPLE;
 }
 
 ds_status ds_make_mtp_calibrate(const ds_model_config *c, const ds_make_options *o, float *beta_out, float *measured,
@@ -207,69 +244,100 @@ ds_status ds_make_mtp_calibrate(const ds_model_config *c, const ds_make_options 
     if (c->n_mtp == 0) return ds_fail(e, DS_EINVAL, "--mtp-agree needs a model with an MTP head");
     int moe = c->arch == DS_ARCH_QWEN35MOE;
     calib k = {.c = c, .o = o, .H = c->n_embd, .V = c->n_vocab, .Fw = moe ? c->n_ff_shexp : c->n_ff};
-    int64_t H = k.H, V = k.V;
+    int64_t H = k.H, V = k.V, Fw = k.Fw;
+    const char *names[3] = {moe ? "blk.0.ffn_gate_shexp.weight" : "blk.0.ffn_gate.weight",
+                            moe ? "blk.0.ffn_up_shexp.weight" : "blk.0.ffn_up.weight",
+                            moe ? "blk.0.ffn_down_shexp.weight" : "blk.0.ffn_down.weight"};
+    float *vals[3] = {NULL, NULL, NULL}, *O = NULL, *r = NULL, *R = NULL, *M = NULL;
+    uint8_t *qrow = NULL;
+    ds_status st = ds_backend_cpu_new(0, &k.be, e);
+    if (st) return st;
     ds_tensor_spec emb = {.name = "token_embd.weight", .n_dims = 2, .ne = {H, V, 1, 1}, .kind = DS_TK_EMBED, .layer = -1};
+    ds_tensor_spec head_spec = emb, sp[3], eh;
+    if (!c->tied_embeddings) find_spec(c, "output.weight", &head_spec);
     k.E = malloc((size_t)(V * H) * sizeof *k.E);
     if (k.E) ds_make_values(c, &emb, o->seed, o->scale, 0, k.E);
-    k.O = c->tied_embeddings ? k.E : values_of(&k, "output.weight", 0);
+    O = c->tied_embeddings ? k.E : values_of(&k, "output.weight", 0);
     k.out_norm = values_of(&k, "output_norm.weight", 1);
     k.ffn_norm = values_of(&k, c->arch == DS_ARCH_QWEN3 ? "blk.0.ffn_norm.weight" : "blk.0.post_attention_norm.weight", 1);
-    k.gate = values_of(&k, moe ? "blk.0.ffn_gate_shexp.weight" : "blk.0.ffn_gate.weight", 0);
-    k.up = values_of(&k, moe ? "blk.0.ffn_up_shexp.weight" : "blk.0.ffn_up.weight", 0);
-    k.down = values_of(&k, moe ? "blk.0.ffn_down_shexp.weight" : "blk.0.ffn_down.weight", 0);
     k.sh_gate = moe ? values_of(&k, "blk.0.ffn_gate_inp_shexp.weight", 0) : NULL;
-    k.a = malloc((size_t)k.Fw * sizeof *k.a);
-    float *r = malloc((size_t)H * sizeof *r), *u = malloc((size_t)H * sizeof *u), *h = malloc((size_t)H * sizeof *h);
-    ds_status st = DS_OK;
-    if (!k.E || !k.O || !k.out_norm || !k.ffn_norm || !k.gate || !k.up || !k.down || (moe && !k.sh_gate) || !k.a || !r ||
-        !u || !h) {
+    int found = 1;
+    for (int i = 0; i < 3; i++) found &= find_spec(c, names[i], &sp[i]), vals[i] = values_of(&k, names[i], 0);
+    char eh_name[64];
+    snprintf(eh_name, sizeof eh_name, "blk.%d.nextn.eh_proj.weight", c->n_layer);
+    found &= find_spec(c, eh_name, &eh);
+    ds_dtype eh_type = ds_make_gguf_type(c, &eh, o->dtype ? o->dtype : "f32");
+    size_t F = sizeof(float);
+    k.u = malloc((size_t)(N_SAMPLE * H) * F), k.y = malloc((size_t)(N_SAMPLE * H) * F);
+    k.g = malloc((size_t)(N_SAMPLE * Fw) * F), k.a = malloc((size_t)(N_SAMPLE * Fw) * F);
+    k.logits = malloc((size_t)N_SAMPLE * (size_t)V * F);
+    r = malloc((size_t)(N_SAMPLE * H) * F), R = malloc((size_t)(H * H) * F), M = malloc((size_t)(H * H) * F);
+    qrow = malloc(ds_dtype_row_bytes(eh_type, H) + 64);
+    if (!found) {
+        st = ds_fail(e, DS_EINVAL, "--mtp-agree: the model lacks a tensor the calibration reads");
+        goto done;
+    }
+    if (!k.E || !O || !k.out_norm || !k.ffn_norm || !vals[0] || !vals[1] || !vals[2] || (moe && !k.sh_gate) || !k.u ||
+        !k.y || !k.g || !k.a || !k.logits || !r || !R || !M || !qrow) {
         st = ds_fail(e, DS_ENOMEM, "--mtp-agree: out of memory calibrating the MTP head");
         goto done;
     }
-    enum { N_SAMPLE_MAX = 96 };
-    /* every probe costs N_SAMPLE x vocab x hidden: real vocabularies get a smaller sample */
-    int N_SAMPLE = V * H > ((int64_t)1 << 24) ? 40 : N_SAMPLE_MAX;
-    int32_t want[N_SAMPLE_MAX], xs[N_SAMPLE_MAX];
-    /* the greedy chain from a prompt-like token, restarted where it closes a cycle */
+    ds_be_limits lim = {.max_rows = N_SAMPLE, .max_group_rows = N_SAMPLE, .n_heads = 1, .head_dim = 64};
+    if ((st = upload(&k, &head_spec, O, V, H, 0, &k.head, e)) || (st = upload(&k, &sp[0], vals[0], Fw, H, 1, &k.gate, e)) ||
+        (st = upload(&k, &sp[1], vals[1], Fw, H, 2, &k.up, e)) || (st = upload(&k, &sp[2], vals[2], H, Fw, 3, &k.down, e)) ||
+        (st = k.be->ops->reserve(k.be, &lim, e)))
+        goto done;
+    /* the sample: greedy chains from prompt-like tokens, which is what generation visits */
+    int32_t want[N_SAMPLE], xs[N_SAMPLE], step[CHAINS];
     uint64_t rs = o->seed * 2654435761u + 17;
-    for (int i = 0; i < N_SAMPLE; i++) {
-        int fresh = i == 0;
-        for (int j = 0; !fresh && j < i; j++) fresh = xs[j] == want[i - 1];
+    for (int ch = 0; ch < CHAINS; ch++) {
         rs = rs * 6364136223846793005ull + 1442695040888963407ull;
-        xs[i] = fresh ? (int32_t)((rs >> 33) % (uint64_t)(V < 1000 ? V : 1000)) : want[i - 1];
-        final_hidden(&k, k.E + (int64_t)xs[i] * H, u, h);
-        want[i] = argmax_head(&k, h);
+        step[ch] = (int32_t)((rs >> 33) % (uint64_t)(V < 1000 ? V : 1000));
     }
-    /* agreement falls from about 1 at beta = 0 towards chance as beta grows: bisect on it */
-    float lo = 0.0f, hi = 64.0f, best = 0.0f, best_rate = 1.0f;
-    for (int it = 0; it < (N_SAMPLE < N_SAMPLE_MAX ? 9 : 14); it++) {
-        float beta = it == 0 ? 0.0f : 0.5f * (lo + hi);
-        int agree = 0;
-        for (int i = 0; i < N_SAMPLE; i++) {
-            norm_mul(u, k.E + (int64_t)xs[i] * H, NULL, H, c->rms_eps);
-            for (int64_t p = 0; p < H; p++) {
-                double acc = u[p];
-                for (int64_t q = 0; q < H; q++) acc += beta * perturb(o->seed, p, q, H) * u[q];
-                r[p] = (float)acc;
-            }
-            final_hidden(&k, r, u, h);
-            agree += is_argmax(&k, h, want[i]);
+    for (int t = 0; t < CHAIN_LEN; t++) {
+        for (int ch = 0; ch < CHAINS; ch++) {
+            xs[t * CHAINS + ch] = step[ch];
+            memcpy(r + (size_t)ch * H, k.E + (int64_t)step[ch] * H, (size_t)H * F);
         }
-        float rate = (float)agree / N_SAMPLE;
-        if (fabsf(rate - o->mtp_agree) < fabsf(best_rate - o->mtp_agree)) best = beta, best_rate = rate;
+        choose(&k, r, CHAINS, step);
+        memcpy(want + t * CHAINS, step, sizeof step);
+    }
+    for (int64_t p = 0; p < H; p++)
+        for (int64_t q = 0; q < H; q++) R[p * H + q] = perturb(o->seed, p, q, H);
+    /* agreement falls from about 1 at beta = 0 towards chance as beta grows: bisect on it, in
+     * ratios (the interesting range spans decades, and depends on the model's width), then
+     * interpolate between the last probes either side of the target (a sample's agreement moves
+     * in steps of 1/N_SAMPLE, coarser than the last probes' spacing) and measure there */
+    float lo = 1.0f / 1024, hi = 64.0f, rate_lo = 1.0f, rate_hi = 0.0f, best = 0.0f, best_rate = 1.0f;
+    int bracketed = 0, iters = 12;
+    for (int it = 0; it <= iters; it++) {
+        float beta = it == 0 ? 0.0f : sqrtf(lo * hi);
+        if (it == iters) { /* the final probe */
+            if (!bracketed || rate_lo == rate_hi) break;
+            float f = (rate_lo - o->mtp_agree) / (rate_lo - rate_hi);
+            beta = lo * powf(hi / lo, f);
+        }
+        float rate = agreement(&k, beta, R, M, qrow, eh_type, xs, want, r);
+        if (it == iters || fabsf(rate - o->mtp_agree) < fabsf(best_rate - o->mtp_agree)) best = beta, best_rate = rate;
         if (it == 0) {
             if (rate <= o->mtp_agree) break;
             continue;
         }
-        if (rate > o->mtp_agree) lo = beta;
-        else hi = beta;
+        if (it == iters) break;
+        if (rate > o->mtp_agree) lo = beta, rate_lo = rate;
+        else hi = beta, rate_hi = rate, bracketed = 1;
     }
     *beta_out = best;
     *measured = best_rate;
 done:
-    if (k.O != k.E) free(k.O);
-    free(k.E);
-    free(k.out_norm), free(k.ffn_norm), free(k.gate), free(k.up), free(k.down), free(k.sh_gate), free(k.a);
-    free(r), free(u), free(h);
+    ds_be_weight_free(k.be, k.head), ds_be_weight_free(k.be, k.gate), ds_be_weight_free(k.be, k.up);
+    ds_be_weight_free(k.be, k.down);
+    ds_be_free(k.be);
+    for (int i = 0; i < 4; i++) free(k.blocks[i]);
+    for (int i = 0; i < 3; i++) free(vals[i]);
+    if (O != k.E) free(O);
+    free(k.E), free(k.out_norm), free(k.ffn_norm), free(k.sh_gate);
+    free(k.u), free(k.y), free(k.g), free(k.a), free(k.logits);
+    free(r), free(R), free(M), free(qrow);
     return st;
 }

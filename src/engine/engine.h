@@ -89,6 +89,7 @@ typedef struct {
     int64_t evicted_pages, evicted_checkpoints, preemptions;
     int64_t prompt_tokens, generated_tokens, steps;
     int64_t spec_drafted, spec_accepted, spec_verify_steps; /* MTP drafts made and accepted, verify passes */
+    int64_t spec_compared;        /* drafts compared with the model's choice (up to the first rejection) */
     int64_t spec_accept_hist[9];  /* verify passes by number of drafts accepted (0..DS_MAX_SPEC) */
     int64_t started, finished, aborted, failed;
 } ds_engine_stats;

@@ -67,21 +67,40 @@ static int32_t draw_residual(ds_engine *g, req *r, const float *q) {
     return ds_sampler_draw(&r->sampler, sc);
 }
 
+/* The k that gives the most tokens per unit of time at per-draft acceptance
+ * p: a step with k drafts yields 1 + p + ... + p^k tokens on average and
+ * costs, in decode steps, 1 + k VERIFY_ROW (a verify's extra rows, which the
+ * weight stream mostly hides) + k draft_cost (each draft reads the MTP block
+ * and the whole output head). 0 when no k beats plain decoding. */
+#define VERIFY_ROW 0.15
+static int best_k(const ds_engine *g, double p) {
+    int best = 0;
+    double best_rate = 1.0, tokens = 1.0, pk = 1.0;
+    for (int k = 1; k <= g->spec_max; k++) {
+        pk *= p;
+        tokens += pk;
+        double rate = tokens / (1.0 + k * (VERIFY_ROW + g->draft_cost));
+        if (rate > best_rate * 1.02) best = k, best_rate = rate; /* a gain within noise is not worth drafting */
+    }
+    return best;
+}
+
+/* Per-draft acceptance is estimated from the drafts actually compared: a
+ * step that accepts a of k compared min(a + 1, k) of them, each accepted or
+ * not on its own (the accepted/drafted ratio would count the drafts after a
+ * rejection as misses and undervalue longer k). */
 static void adapt(ds_engine *g, req *r, int drafted, int accepted) {
-    r->accept_ema = 0.5f * r->accept_ema + 0.5f * ((float)accepted / (float)drafted);
-    if (r->accept_ema < 0.2f) {
+    int compared = accepted < drafted ? accepted + 1 : drafted;
+    r->acc_hits = 0.8f * r->acc_hits + (float)accepted;
+    r->acc_trials = 0.8f * r->acc_trials + (float)compared;
+    r->k = best_k(g, r->acc_hits / r->acc_trials);
+    if (r->k == 0) {
         /* each failed probe doubles the pause: a head that never agrees ends up costing one
          * probe every thousand tokens */
         r->pause_len = r->pause_len ? (r->pause_len * 2 < PAUSE_MAX ? r->pause_len * 2 : PAUSE_MAX) : PAUSE_STEPS;
-        r->k = 0;
         r->paused = r->pause_len;
-    } else if (r->accept_ema > 0.75f) {
-        r->pause_len = 0;
-        r->k = g->spec_max;
-    } else if (r->accept_ema > 0.45f) {
-        r->k = g->spec_max > 1 ? g->spec_max - 1 : 1;
     } else {
-        r->k = 1;
+        r->pause_len = 0;
     }
 }
 
@@ -124,6 +143,7 @@ int ds_spec_accept(ds_engine *g, req *r, const float *logits) {
     pthread_mutex_lock(&g->mu);
     g->stats.spec_drafted += k;
     g->stats.spec_accepted += a;
+    g->stats.spec_compared += a < k ? a + 1 : k;
     g->stats.spec_verify_steps++;
     g->stats.spec_accept_hist[a]++;
     pthread_mutex_unlock(&g->mu);
@@ -159,9 +179,9 @@ void ds_spec_draft(ds_engine *g, req **reqs, int n) {
     for (int i = 0; i < n; i++) {
         req *r = reqs[i];
         r->n_drafts = 0;
-        if (r->paused > 0 && --r->paused == 0) { /* probe again, gently */
+        if (r->paused > 0 && --r->paused == 0) { /* probe again, gently, judged on its own result */
             r->k = 1;
-            r->accept_ema = 0.5f;
+            r->acc_hits = r->acc_trials = 0.0f;
         }
         if (r->k == 0 || (!greedy(r) && !r->q)) continue;
         int first = r->step_first_pos, last = r->n_computed; /* positions [first, last) */

@@ -304,6 +304,17 @@ int ds_model_n_attn_layers(const ds_model *m) { return m->n_attn; }
 int ds_model_n_gdn_layers(const ds_model *m) { return m->n_gdn; }
 int ds_model_conv_dim(const ds_model *m) { return m->conv_dim; }
 
+double ds_model_draft_cost(const ds_model *m) {
+    const ds_model_config *c = &m->cfg;
+    if (!c->n_mtp) return 0.0;
+    ds_model_stats st;
+    ds_model_compute_stats(m->file, &st);
+    double head = (double)c->n_vocab * (double)c->n_embd;
+    /* active parameters count the embedding, which a token reads one row of, and, untied, the head */
+    double decode = (double)st.n_params_active - (c->tied_embeddings ? 0.0 : head);
+    return decode > 0 ? ((double)st.n_params_mtp + head) / decode : 0.0;
+}
+
 ds_status ds_batch_check(const ds_model *m, const ds_kv_pool *kv, const ds_state_pool *st, const ds_batch *b,
                          int needs_state, ds_err *e) {
     if (b->n_tokens < 0 || b->n_tokens > m->params.max_batch_tokens)

@@ -71,6 +71,11 @@ const ds_model_config *ds_model_cfg(const ds_model *m);
 int ds_model_n_attn_layers(const ds_model *m);  /* attention layers per KV page (MTP excluded) */
 int ds_model_n_gdn_layers(const ds_model *m);
 int ds_model_conv_dim(const ds_model *m);
+/* Weights one MTP draft step reads (its block and the output head) over those
+ * one decode step reads (every layer's active weights and the head): what a
+ * draft costs relative to a decode where weights' bytes bound the time.
+ * 0 without an MTP head. */
+double ds_model_draft_cost(const ds_model *m);
 
 /* Runs the batch. Fails, naming the row, on a malformed batch (positions not
  * consecutive, a page table too short, a slot or token out of range). */

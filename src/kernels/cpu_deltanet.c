@@ -211,7 +211,6 @@ static void commit_worker(void *ctx, int ith, int nth) {
     size_t conv_floats = (size_t)(L->conv_kernel - 1) * C;
     const ds_kern *kern = j->cb->k;
     if (Dk % kern->vw || Dv % kern->vw) kern = &ds_kern_ref;
-    float *o = cpu_scratch(j->cb, ith);
     if (ith == 0) memcpy(j->conv_state, j->rec[j->n - 1], conv_floats * sizeof(float));
     (void)nth;
     for (;;) {
@@ -222,7 +221,7 @@ static void commit_worker(void *ctx, int ith, int nth) {
         for (int r = 0; r < j->n; r++) {
             const float *x = j->rec[r] + conv_floats;
             kern->gdn_step(S, x + (size_t)kh * Dk, x + key_dim + (size_t)kh * Dk, x + 2 * (size_t)key_dim + (size_t)h * Dv,
-                           x[C + h], x[C + Hv + h], Dk, Dv, o);
+                           x[C + h], x[C + Hv + h], Dk, Dv, NULL);
         }
     }
 }

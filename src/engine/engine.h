@@ -41,7 +41,7 @@ typedef struct {
     int prefix_cache;           /* 0: off */
     int max_queue;              /* waiting requests accepted (0: unlimited) */
     int spec_tokens;            /* MTP drafts per step, at most (0: no speculation; models without an MTP head never speculate) */
-    size_t spec_state_bytes;    /* DeltaNet snapshots kept during verification (k+1 per speculating sequence) */
+    size_t spec_state_bytes;    /* DeltaNet verify records (k+1 slots per speculating sequence) */
 } ds_engine_params;
 
 #define DS_MAX_SPEC 8

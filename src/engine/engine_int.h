@@ -76,7 +76,7 @@ struct ds_engine {
     int spec_max;               /* k; 0: off */
     double draft_cost;          /* one draft step / one decode step (ds_model_draft_cost) */
     ds_kv_pool mtp_kv;          /* the MTP head's KV, indexed by the same page ids */
-    ds_id_pool vslots;          /* state slots for verify snapshots */
+    ds_id_pool vslots;          /* state slots holding verify records */
     float *hidden;              /* [rows][H] main hidden states of this step */
     float *mtp_hidden_in, *mtp_hidden_out, *mtp_logits; /* MTP batch buffers */
     ds_batch_token *mtp_rows;

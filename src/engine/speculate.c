@@ -34,7 +34,7 @@ int ds_spec_plan(ds_engine *g, req *r) {
     if (!g->spec_max || r->n_drafts == 0) return 1;
     for (int i = 0; i <= r->n_drafts; i++) {
         int id = ds_id_get(&g->vslots);
-        if (id < 0) { /* others took the snapshots this step: decode plainly, the drafts are dropped */
+        if (id < 0) { /* others took the verify slots this step: decode plainly, the drafts are dropped */
             ds_spec_release(g, r);
             r->n_drafts = 0;
             return 1;

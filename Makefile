@@ -104,7 +104,8 @@ FUZZ_BUILD   := build-fuzz
 FUZZ_SECONDS ?= 20
 FUZZ_SAN     := -fsanitize=address,undefined -fno-sanitize-recover=undefined
 FUZZ_CFLAGS  := $(CFLAGS_BASE) -Wno-error -O1 -fno-omit-frame-pointer $(FUZZ_SAN)
-FUZZ_LIB_SRC := $(foreach d,common kernels loading tokenizer server,$(wildcard src/$(d)/*.c))
+# the request parser fills sampling parameters with the sampler's defaults
+FUZZ_LIB_SRC := $(foreach d,common kernels loading tokenizer server,$(wildcard src/$(d)/*.c)) src/engine/sampler.c
 FUZZ_LIB_OBJ := $(FUZZ_LIB_SRC:%.c=$(FUZZ_BUILD)/%.o)
 FUZZ_SRC     := $(wildcard fuzz/fuzz_*.c)
 FUZZ_BIN     := $(FUZZ_SRC:fuzz/%.c=$(FUZZ_BUILD)/%)

@@ -103,9 +103,14 @@ def main():
                     help="wait (up to 10 min) before each run until the CPUs are busy less than this fraction, and "
                          "repeat a run in which other programs used more than this fraction of them")
     ap.add_argument("--tries", type=int, default=4)
+    ap.add_argument("--from-json", help="print the table of a run saved with --json instead of running")
     a = ap.parse_args()
     raw = {f: {"ours": [], "llama": [], "load": []} for f in a.files}
-    for rnd in range(a.r):
+    if a.from_json:
+        with open(a.from_json) as fh:
+            saved = json.load(fh)
+        raw = {f: saved[f] for f in a.files}
+    for rnd in range(0 if a.from_json else a.r):
         for f in a.files:
             if a.quiet:
                 wait_quiet(a.quiet, 600)
@@ -120,7 +125,7 @@ def main():
             print(f"round {rnd + 1} {os.path.basename(f)}: ours pp {o['pp_tok_s']:.1f} tg {o['tg_tok_s']:.1f} "
                   f"b{a.b} {o['batched'][0]['tok_s']:.1f} | llama pp {l.get('pp', 0):.1f} tg {l.get('tg', 0):.1f} "
                   f"| others used {100 * raw[f]['load'][-1]:.0f}% of the CPUs", file=sys.stderr, flush=True)
-    if a.json:
+    if a.json and not a.from_json:
         with open(a.json, "w") as fh:
             json.dump(raw, fh, indent=1)
     med = statistics.median

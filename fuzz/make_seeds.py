@@ -174,3 +174,39 @@ put("fuzz_server_stream", "think", bytes([(1 << 5) | (1 << 6) | (4 << 2)]) +
     b"</function>\n</tool_call>")
 put("fuzz_server_stream", "qwen3_call", bytes([1 | (1 << 6)]) +
     b"x\0<think>hm</think>ok <tool_call>{\"name\": \"f\", \"arguments\": {\"a\": [1, 2]}}</tool_call> x<tool_call>bad")
+
+# --- request bodies (settings byte: bit 0 completions, bit 1 render the chat template) ---
+CHAT, COMPLETION, RENDER = 0, 1, 2
+REQUESTS = [
+    ("chat_min", CHAT | RENDER, {"model": "default", "messages": [{"role": "user", "content": "Hello"}], "max_tokens": 16}),
+    ("chat_full", CHAT | RENDER, {
+        "model": "default", "max_completion_tokens": 32, "temperature": 0.7, "top_p": 0.9, "top_k": 40, "min_p": 0.05,
+        "presence_penalty": 0.5, "frequency_penalty": -0.5, "repetition_penalty": 1.1, "seed": 42, "n": 2,
+        "stop": ["\n\n", "END"], "stream": True, "stream_options": {"include_usage": True}, "user": "u1",
+        "logprobs": True, "top_logprobs": 3, "ignore_eos": False, "response_format": {"type": "text"},
+        "logit_bias": {}, "parallel_tool_calls": True,
+        "chat_template_kwargs": {"enable_thinking": False},
+        "messages": [
+            {"role": "developer", "content": "Be brief."},
+            {"role": "user", "content": [{"type": "text", "text": "Weather in "}, {"type": "text", "text": "Paris?"}]},
+            {"role": "assistant", "content": None, "tool_calls": [
+                {"id": "call_1", "type": "function", "function": {"name": "get_weather", "arguments": "{\"city\": \"Paris\"}"}}]},
+            {"role": "tool", "tool_call_id": "call_1", "content": "{\"temp\": 21}"},
+            {"role": "assistant", "content": "It is 21.", "reasoning_content": "easy"},
+            {"role": "user", "content": "caf\u00e9 \ud83d\ude00"}],
+        "tools": [{"type": "function", "function": {"name": "get_weather", "description": "weather",
+                   "parameters": {"type": "object", "properties": {"city": {"type": "string"}}}}}],
+        "tool_choice": {"type": "function", "function": {"name": "get_weather"}}}),
+    ("chat_bad_role", CHAT, {"messages": [{"role": "wizard", "content": "x"}]}),
+    ("chat_bad_types", CHAT, {"messages": [{"role": "user", "content": 5}], "temperature": "hot", "n": 1000}),
+    ("completion_text", COMPLETION, {"model": "default", "prompt": "Once upon a time", "max_tokens": 8, "logprobs": 2,
+                                     "echo": False, "suffix": "", "best_of": 1, "stop": "\n"}),
+    ("completion_ids", COMPLETION, {"prompt": [1, 2, 3, 4000], "max_tokens": 4, "stream": True}),
+    ("completion_list", COMPLETION, {"prompt": ["one prompt"], "max_tokens": 1}),
+]
+for name, settings, body in REQUESTS:
+    put("fuzz_openai_request", name, bytes([settings]) + json.dumps(body).encode())
+put("fuzz_openai_request", "not_json", bytes([CHAT]) + b'{"messages": [{"role": "user", "content": "x"}], ')
+put("fuzz_openai_request", "invalid_utf8", bytes([CHAT | RENDER]) +
+    b'{"messages": [{"role": "user", "content": "\xff\xfe caf\xe9 \xf0\x9f\x98"}], "model": "\xe2\x82"}')
+put("fuzz_openai_request", "trailing", bytes([COMPLETION]) + b'{"prompt": "x"}  \n\t ')

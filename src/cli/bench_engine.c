@@ -140,6 +140,104 @@ int ds_bench_shared_prefix(const char *path, int n_threads, int prefix_len, int 
     return 0;
 }
 
+/* Branches of one long prompt, for choosing the checkpoint interval. For each
+ * interval: a fresh engine prefills one prompt of prefix_len tokens (cold),
+ * then requests that share its first N tokens (N spread over the prompt, not
+ * on any grid) and add 64 of their own run one at a time. A branch resumes
+ * from the deepest checkpoint at or before N, so it recomputes N mod interval
+ * tokens on average interval/2; but every checkpoint costs one DeltaNet state
+ * of the cache's byte budget and a copy during prefill. */
+int ds_bench_branch(const char *path, int n_threads, int prefix_len, int json) {
+    static const int intervals[] = {0, 128, 256, 512, 1024};
+    enum { N_INTERVALS = 5, N_BRANCH = 8, SUFFIX = 64 };
+    bench_model bm = {0};
+    if (open_model(path, n_threads, 512, &bm)) return 1;
+    const ds_model_config *c = ds_model_cfg(bm.model);
+    int32_t *base = malloc((size_t)prefix_len * sizeof *base);
+    int32_t *br = malloc((size_t)(prefix_len + SUFFIX) * sizeof *br);
+    if (!base || !br) {
+        fprintf(stderr, "deltaserve bench: out of memory\n");
+        free(base), free(br), close_model(&bm);
+        return 1;
+    }
+    fill(base, prefix_len, 7, c->n_vocab);
+    int at[N_BRANCH];
+    uint32_t r = 12345;
+    for (int b = 0; b < N_BRANCH; b++) {
+        r = r * 1664525u + 1013904223u;
+        /* spread over the prompt, one per eighth, never on a multiple of 64 */
+        int lo = prefix_len * b / N_BRANCH, span = prefix_len / N_BRANCH;
+        at[b] = lo + 1 + (int)((r >> 8) % (uint32_t)(span > 2 ? span - 2 : 1));
+        if (at[b] % 64 == 0) at[b]++;
+    }
+    double cold[N_INTERVALS], ttft[N_INTERVALS], recomputed[N_INTERVALS];
+    int ckpts[N_INTERVALS];
+    size_t ck_bytes = 0; /* one checkpoint: the cache's budget over its slots */
+    int code = 0;
+    for (int k = 0; k < N_INTERVALS && !code; k++) {
+        ds_engine_params ep;
+        ds_engine_defaults(&ep);
+        ep.kv_bytes = (size_t)1 << 30;
+        ep.checkpoint_interval = intervals[k];
+        ds_engine *eng;
+        ds_err e = {0};
+        if (ds_engine_new(bm.model, &ep, &eng, &e)) {
+            fprintf(stderr, "deltaserve bench: %s\n", e.msg);
+            code = 1;
+            break;
+        }
+        req_clock clk[1];
+        int32_t *pp[1] = {base};
+        int len[1] = {prefix_len};
+        run_requests(eng, pp, len, 1, 1, clk);
+        cold[k] = (clk[0].first - clk[0].submitted) * 1e3;
+        ds_engine_stats st0, st;
+        ds_engine_stats_get(eng, &st0);
+        ckpts[k] = st0.checkpoint_slots_used;
+        if (st0.checkpoint_slots_total > 0) ck_bytes = ep.cache_state_bytes / (size_t)st0.checkpoint_slots_total;
+        double sum = 0;
+        for (int b = 0; b < N_BRANCH; b++) {
+            memcpy(br, base, (size_t)at[b] * sizeof *br);
+            fill(br + at[b], SUFFIX, 1000u + (uint32_t)b, c->n_vocab);
+            pp[0] = br;
+            len[0] = at[b] + SUFFIX;
+            run_requests(eng, pp, len, 1, 1, clk);
+            sum += (clk[0].first - clk[0].submitted) * 1e3;
+        }
+        ds_engine_stats_get(eng, &st);
+        ttft[k] = sum / N_BRANCH;
+        recomputed[k] = (double)((st.prefix_query_tokens - st0.prefix_query_tokens) -
+                                 (st.prefix_hit_tokens - st0.prefix_hit_tokens)) / N_BRANCH;
+        ds_engine_free(eng);
+        if (!json)
+            fprintf(stderr, "bench: interval %d: cold %.0f ms, branch TTFT %.0f ms\n", intervals[k], cold[k], ttft[k]);
+    }
+    if (!code && json) {
+        printf("{\"workload\": \"branch\", \"prefix_tokens\": %d, \"suffix_tokens\": %d, \"branches\": %d, "
+               "\"checkpoint_bytes\": %zu, \"intervals\": [", prefix_len, SUFFIX, N_BRANCH, ck_bytes);
+        for (int k = 0; k < N_INTERVALS; k++)
+            printf("%s{\"interval\": %d, \"checkpoints\": %d, \"ttft_cold_ms\": %.2f, \"ttft_branch_ms\": %.2f, "
+                   "\"recomputed_tokens\": %.1f}", k ? ", " : "", intervals[k], ckpts[k], cold[k], ttft[k], recomputed[k]);
+        printf("]}\n");
+    } else if (!code) {
+        printf("%d branches of a %d-token prompt (each shares its first N tokens, N spread over the prompt, + %d own):\n",
+               N_BRANCH, prefix_len, SUFFIX);
+        printf("| checkpoint interval | checkpoints kept | MB kept | prompt TTFT ms | branch TTFT ms | tokens recomputed |\n");
+        printf("|--------------------:|-----------------:|--------:|---------------:|---------------:|------------------:|\n");
+        for (int k = 0; k < N_INTERVALS; k++) {
+            char name[32];
+            if (intervals[k]) snprintf(name, sizeof name, "%d", intervals[k]);
+            else snprintf(name, sizeof name, "prompt end only");
+            printf("| %19s | %16d | %7.1f | %14.0f | %14.0f | %17.1f |\n", name, ckpts[k],
+                   (double)ckpts[k] * (double)ck_bytes / 1e6, cold[k], ttft[k], recomputed[k]);
+        }
+    }
+    free(base);
+    free(br);
+    close_model(&bm);
+    return code;
+}
+
 /* Time of `reps` forward calls of n tokens at the same positions (DECODE, or
  * VERIFY with the commit of all n tokens that acceptance would do). */
 static double time_calls(ds_model *m, ds_kv_pool *kv, ds_state_pool *st, int pos, int n, int reps) {

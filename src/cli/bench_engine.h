@@ -2,6 +2,8 @@
  *   --workload shared-prefix: time to first token with the prefix cache cold
  *     and warm (a 2,048-token shared prefix plus a 64-token suffix), and
  *     output throughput at 1, 4, 16 and 64 concurrent requests;
+ *   --workload branch: for several checkpoint intervals, time to first token
+ *     of requests that branch off a cached prompt at arbitrary positions;
  *   --spec-tokens K: decode speed with MTP speculation (K drafts) and without,
  *     and the cost of one verify pass of K+1 tokens relative to one decode step. */
 #ifndef DS_BENCH_ENGINE_H
@@ -9,6 +11,7 @@
 
 /* Returns the process exit code. */
 int ds_bench_shared_prefix(const char *path, int n_threads, int prefix_len, int json);
+int ds_bench_branch(const char *path, int n_threads, int prefix_len, int json);
 int ds_bench_spec(const char *path, int n_threads, int spec_tokens, int n_gen, int json);
 
 #endif

@@ -37,6 +37,9 @@ static void usage(FILE *f) {
                "  --workload shared-prefix [--prefix-len N]\n"
                "              through the engine: time to first token with the prefix cache cold and warm\n"
                "              (N shared tokens, default 2048, + 64), and throughput at 1/4/16/64 requests\n"
+               "  --workload branch [--prefix-len N]\n"
+               "              through the engine, for checkpoint intervals 0 (prompt end only), 128, 256,\n"
+               "              512, 1024: time to first token of requests branching off a cached prompt\n"
                "  --spec-tokens K\n"
                "              decode with and without MTP speculation (K drafts), and the cost of a verify\n"
                "              pass of K+1 tokens against a decode step (verify_cost_ratio)\n");
@@ -232,10 +235,11 @@ int ds_cmd_bench(int argc, char **argv) {
     }
     if (!path) { usage(stderr); return 2; }
     /* engine-level benchmarks (bench_engine.c) */
-    if (workload && strcmp(workload, "shared-prefix") != 0) {
-        fprintf(stderr, "deltaserve bench: --workload '%s' is not shared-prefix\n", workload);
+    if (workload && strcmp(workload, "shared-prefix") != 0 && strcmp(workload, "branch") != 0) {
+        fprintf(stderr, "deltaserve bench: --workload '%s' is not shared-prefix or branch\n", workload);
         return 2;
     }
+    if (workload && !strcmp(workload, "branch")) return ds_bench_branch(path, (int)threads, (int)prefix, json);
     if (workload) return ds_bench_shared_prefix(path, (int)threads, (int)prefix, json);
     if (spec) return ds_bench_spec(path, (int)threads, (int)spec, (int)n, json);
     int bs[MAX_BATCHES], nb = 0, bmax = 1;

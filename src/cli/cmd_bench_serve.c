@@ -1,5 +1,6 @@
 /* cmd_bench_serve.c - `deltaserve bench-serve URL`: a client-side serving
- * benchmark of an OpenAI-compatible chat-completions server, measured the way
+ * benchmark of an OpenAI-compatible server (chat or text completions,
+ * --endpoint), measured the way
  * `vllm bench serve` measures (docs: serving-notes.md, section 2):
  *   TTFT  send -> first streamed chunk carrying text (content or reasoning);
  *   TPOT  per request (E2E - TTFT) / (output tokens - 1);
@@ -48,6 +49,8 @@ static void usage(FILE *f) {
             "  --concurrency C      at most C requests in flight (default: no limit)\n"
             "  --seed S             seed of the prompts and arrival times (default 0)\n"
             "  --no-ignore-eos      never send ignore_eos\n"
+            "  --endpoint E         chat (default: /v1/chat/completions) or completions (/v1/completions)\n"
+            "  --temperature T      sent with every request (default: not sent, the server's default)\n"
             "  --timeout S          seconds allowed per request (default 600)\n"
             "  --json               print the results as one JSON object\n"
             "  --svg FILE           write a plot of the latency percentiles\n"
@@ -145,7 +148,8 @@ static void on_event(void *ud, const char *event, const char *data, size_t len, 
     const cJSON *ch = cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(j, "choices"), 0);
     if (ch) {
         const cJSON *delta = cJSON_GetObjectItemCaseSensitive(ch, "delta");
-        const cJSON *c = cJSON_GetObjectItemCaseSensitive(delta, "content");
+        const cJSON *c = delta ? cJSON_GetObjectItemCaseSensitive(delta, "content")
+                               : cJSON_GetObjectItemCaseSensitive(ch, "text"); /* completions chunk */
         const cJSON *rc = cJSON_GetObjectItemCaseSensitive(delta, "reasoning_content");
         if (!rc) rc = cJSON_GetObjectItemCaseSensitive(delta, "reasoning");
         if ((cJSON_IsString(c) && c->valuestring[0]) || (cJSON_IsString(rc) && rc->valuestring[0])) {
@@ -237,9 +241,9 @@ static stats compute(double *v, size_t n) {
 typedef struct {
     const char *base, *model, *api_key, *workload, *svg;
     long num_prompts, input_len, output_len, prefix_len, prefix_groups, concurrency;
-    double rate, timeout;
+    double rate, timeout, temperature; /* temperature < 0: not sent */
     uint64_t seed;
-    int shared, json, ignore_eos;
+    int shared, json, ignore_eos, completions; /* completions: /v1/completions instead of chat */
 } bench_opts;
 
 typedef struct {
@@ -279,14 +283,19 @@ static void add_failure(bench_result *res, const char *reason, const char *detai
 static char *request_body(const bench_opts *o, const char *prompt, long max_tokens, int ignore_eos) {
     cJSON *r = cJSON_CreateObject();
     if (o->model) cJSON_AddStringToObject(r, "model", o->model);
-    cJSON *m = cJSON_CreateObject();
-    cJSON_AddStringToObject(m, "role", "user");
-    cJSON_AddStringToObject(m, "content", prompt);
-    cJSON_AddItemToArray(cJSON_AddArrayToObject(r, "messages"), m);
+    if (o->completions) {
+        cJSON_AddStringToObject(r, "prompt", prompt);
+    } else {
+        cJSON *m = cJSON_CreateObject();
+        cJSON_AddStringToObject(m, "role", "user");
+        cJSON_AddStringToObject(m, "content", prompt);
+        cJSON_AddItemToArray(cJSON_AddArrayToObject(r, "messages"), m);
+    }
     cJSON_AddNumberToObject(r, "max_tokens", (double)max_tokens);
     cJSON_AddBoolToObject(r, "stream", 1);
     cJSON_AddBoolToObject(cJSON_AddObjectToObject(r, "stream_options"), "include_usage", 1);
     if (ignore_eos) cJSON_AddBoolToObject(r, "ignore_eos", 1);
+    if (o->temperature >= 0) cJSON_AddNumberToObject(r, "temperature", o->temperature);
     char *s = cJSON_PrintUnformatted(r);
     cJSON_Delete(r);
     return s;
@@ -534,6 +543,8 @@ static int print_json(const bench_opts *o, const bench_result *r) {
     cJSON_AddNumberToObject(j, "concurrency", (double)o->concurrency);
     cJSON_AddNumberToObject(j, "seed", (double)o->seed);
     cJSON_AddBoolToObject(j, "ignore_eos", o->ignore_eos);
+    if (o->temperature >= 0) cJSON_AddNumberToObject(j, "temperature", o->temperature);
+    cJSON_AddStringToObject(j, "endpoint", o->completions ? "completions" : "chat");
     cJSON_AddNumberToObject(j, "completed", (double)r->completed);
     cJSON_AddNumberToObject(j, "failed", (double)r->failed);
     cJSON_AddNumberToObject(j, "duration_s", round(r->duration * 1e6) / 1e6);
@@ -665,7 +676,7 @@ static char *first_model(const bench_opts *o) {
 
 int ds_cmd_bench_serve(int argc, char **argv) {
     bench_opts o = {.workload = "random", .num_prompts = 100, .input_len = 128, .output_len = 128, .prefix_len = -1,
-                    .prefix_groups = 1, .timeout = 600, .ignore_eos = 1};
+                    .prefix_groups = 1, .timeout = 600, .ignore_eos = 1, .temperature = -1};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v;
         long *lp = NULL, lo = 0, hi = 0;
@@ -696,6 +707,15 @@ int ds_cmd_bench_serve(int argc, char **argv) {
             if (!(v = ds_arg_value(argc, argv, &i)) || ds_arg_float(a, v, 0.1, 86400, &o.timeout)) return 2;
         } else if (!strcmp(a, "--seed")) {
             if (!(v = ds_arg_value(argc, argv, &i)) || ds_arg_u64(a, v, &o.seed)) return 2;
+        } else if (!strcmp(a, "--endpoint")) {
+            if (!(v = ds_arg_value(argc, argv, &i))) return 2;
+            if (strcmp(v, "chat") && strcmp(v, "completions")) {
+                fprintf(stderr, "deltaserve bench-serve: --endpoint '%s' is not chat or completions\n", v);
+                return 2;
+            }
+            o.completions = !strcmp(v, "completions");
+        } else if (!strcmp(a, "--temperature")) {
+            if (!(v = ds_arg_value(argc, argv, &i)) || ds_arg_float(a, v, 0, 2, &o.temperature)) return 2;
         } else if (!strcmp(a, "--svg")) {
             if (!(o.svg = ds_arg_value(argc, argv, &i))) return 2;
         } else if (!strcmp(a, "--json")) o.json = 1;
@@ -730,7 +750,7 @@ int ds_cmd_bench_serve(int argc, char **argv) {
         return 1;
     }
     int code = 1;
-    char *model = NULL, *url = ds_http_endpoint(o.base, "chat/completions");
+    char *model = NULL, *url = ds_http_endpoint(o.base, o.completions ? "completions" : "chat/completions");
     if (!url) goto out;
     if (!o.model) o.model = model = first_model(&o);
     if (probe(&o, url)) goto out;

@@ -1,5 +1,6 @@
 /* cmd_serve.c - `deltaserve serve`: the OpenAI-compatible HTTP server (server/server.h). */
 #include <limits.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,11 +21,14 @@ static void usage(FILE *f) {
             "  --api-key KEY          require 'Authorization: Bearer KEY' on /v1/* (also $DS_API_KEY)\n"
             "  --served-model-name S  the model id clients use (default: the file's base name)\n"
             "engine:\n"
-            "  --kv-mb N              KV page pool (default 256)\n"
-            "  --state-mb N           DeltaNet state slots of running sequences (default 256)\n"
-            "  --cache-state-mb N     DeltaNet checkpoints kept by the prefix cache (default 256)\n"
+            "  --kv-mb X              KV page pool in MiB (default 256; fractions allowed)\n"
+            "  --state-mb X           DeltaNet state slots of running sequences in MiB (default 256)\n"
+            "  --cache-state-mb X     DeltaNet checkpoints kept by the prefix cache in MiB (default 256)\n"
             "  --max-running N        sequences in flight (default 64)\n"
             "  --step-tokens N        tokens per engine step (default 512)\n"
+            "  --state-checkpoint-interval N\n"
+            "                         prefill tokens between DeltaNet checkpoints of the prefix cache\n"
+            "                         (multiple of 64; 0: at prompt ends only; default 512)\n"
             "  --no-prefix-cache      turn the prefix cache off\n"
             "  --spec-tokens K        MTP drafts per step, at most (default 3; 0 = no speculation;\n"
             "                         models without an MTP head never speculate)\n"
@@ -38,7 +42,9 @@ static void usage(FILE *f) {
             "  --fault-after N        the Nth completion request's model call fails (also $DS_FAULT_AFTER)\n"
             "  --fault-every N        every Nth completion request's model call fails (also $DS_FAULT_EVERY)\n"
             "  --fault-at-token K     such a request fails after K generated tokens instead of at its\n"
-            "                         first model call (also $DS_FAULT_AT_TOKEN)\n");
+            "                         first model call (also $DS_FAULT_AT_TOKEN)\n"
+            "  --fault-phase P        any, prefill, decode or verify: the failing call is the first one\n"
+            "                         of that kind (default any; also $DS_FAULT_PHASE)\n");
 }
 
 /* <directory of the executable>/models/default.gguf */
@@ -53,6 +59,25 @@ static int default_model(char *out, size_t cap) {
     return snprintf(out, cap, "%s/models/default.gguf", exe) < (int)cap ? 0 : -1;
 }
 
+static int mib(const char *opt, const char *v, double lo, size_t *bytes) {
+    double x;
+    if (ds_arg_float(opt, v, lo, (double)(1L << 22), &x)) return -1;
+    *bytes = (size_t)llround(x * (double)(1 << 20));
+    return 0;
+}
+
+static int fault_phase(const char *what, const char *v, ds_fault_phase *out) {
+    static const char *const NAMES[] = {"any", "prefill", "decode", "verify"};
+    static const ds_fault_phase PHASES[] = {DS_FAULT_ANY, DS_FAULT_PREFILL, DS_FAULT_DECODE, DS_FAULT_VERIFY};
+    for (int i = 0; i < 4; i++)
+        if (!strcmp(v, NAMES[i])) {
+            *out = PHASES[i];
+            return 0;
+        }
+    fprintf(stderr, "deltaserve serve: %s must be any, prefill, decode or verify, got '%s'\n", what, v);
+    return -1;
+}
+
 int ds_cmd_serve(int argc, char **argv) {
     ds_server_config c;
     ds_server_defaults(&c);
@@ -64,6 +89,7 @@ int ds_cmd_serve(int argc, char **argv) {
     if ((env = getenv("DS_FAULT_AFTER")) && ds_arg_int("DS_FAULT_AFTER", env, 0, 1L << 30, &n) == 0) c.fault_after = (int)n;
     if ((env = getenv("DS_FAULT_EVERY")) && ds_arg_int("DS_FAULT_EVERY", env, 0, 1L << 30, &n) == 0) c.fault_every = (int)n;
     if ((env = getenv("DS_FAULT_AT_TOKEN")) && ds_arg_int("DS_FAULT_AT_TOKEN", env, 0, 1L << 30, &n) == 0) c.fault_at_token = (int)n;
+    if ((env = getenv("DS_FAULT_PHASE")) && env[0] && fault_phase("DS_FAULT_PHASE", env, &c.fault_phase)) return 2;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v;
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) { usage(stdout); return 0; }
@@ -74,10 +100,16 @@ int ds_cmd_serve(int argc, char **argv) {
         else if (!strcmp(a, "--port")) { if (ds_arg_int(a, v, 0, 65535, &n)) return 2; c.port = (int)n; }
         else if (!strcmp(a, "--api-key")) c.api_key = v;
         else if (!strcmp(a, "--served-model-name")) c.served_model_name = v;
-        else if (!strcmp(a, "--kv-mb")) { if (ds_arg_int(a, v, 1, 1L << 22, &n)) return 2; c.engine.kv_bytes = (size_t)n << 20; }
-        else if (!strcmp(a, "--state-mb")) { if (ds_arg_int(a, v, 1, 1L << 22, &n)) return 2; c.engine.state_bytes = (size_t)n << 20; }
-        else if (!strcmp(a, "--cache-state-mb")) { if (ds_arg_int(a, v, 0, 1L << 22, &n)) return 2; c.engine.cache_state_bytes = (size_t)n << 20; }
+        /* budgets in MiB with fractions: small test models need less than 1 MiB to be tight */
+        else if (!strcmp(a, "--kv-mb")) { if (mib(a, v, 1e-6, &c.engine.kv_bytes)) return 2; }
+        else if (!strcmp(a, "--state-mb")) { if (mib(a, v, 1e-6, &c.engine.state_bytes)) return 2; }
+        else if (!strcmp(a, "--cache-state-mb")) { if (mib(a, v, 0, &c.engine.cache_state_bytes)) return 2; }
         else if (!strcmp(a, "--max-running")) { if (ds_arg_int(a, v, 1, 4096, &n)) return 2; c.engine.max_running = (int)n; }
+        else if (!strcmp(a, "--state-checkpoint-interval")) {
+            if (ds_arg_int(a, v, 0, 1 << 20, &n)) return 2;
+            if (n % 64) { fprintf(stderr, "deltaserve serve: --state-checkpoint-interval %ld is not a multiple of 64\n", n); return 2; }
+            c.engine.checkpoint_interval = (int)n;
+        }
         else if (!strcmp(a, "--step-tokens")) { if (ds_arg_int(a, v, 64, 1 << 16, &n)) return 2; c.engine.step_tokens = (int)n; }
         else if (!strcmp(a, "--spec-tokens")) { if (ds_arg_int(a, v, 0, DS_MAX_SPEC, &n)) return 2; c.engine.spec_tokens = (int)n; }
         else if (!strcmp(a, "--spec-state-mb")) { if (ds_arg_int(a, v, 0, 1L << 22, &n)) return 2; c.engine.spec_state_bytes = (size_t)n << 20; }
@@ -89,6 +121,7 @@ int ds_cmd_serve(int argc, char **argv) {
         else if (!strcmp(a, "--fault-after")) { if (ds_arg_int(a, v, 0, 1L << 30, &n)) return 2; c.fault_after = (int)n; }
         else if (!strcmp(a, "--fault-at-token")) { if (ds_arg_int(a, v, 0, 1L << 30, &n)) return 2; c.fault_at_token = (int)n; }
         else if (!strcmp(a, "--fault-every")) { if (ds_arg_int(a, v, 0, 1L << 30, &n)) return 2; c.fault_every = (int)n; }
+        else if (!strcmp(a, "--fault-phase")) { if (fault_phase(a, v, &c.fault_phase)) return 2; }
         else { fprintf(stderr, "deltaserve serve: unknown option '%s'\n", a); usage(stderr); return 2; }
     }
     if (!c.model_path) {

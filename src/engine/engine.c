@@ -236,6 +236,7 @@ uint64_t ds_engine_submit(ds_engine *g, const ds_request_params *rp, ds_err *e) 
     /* an optimistic start: a new request drafts the most until its own acceptance says otherwise */
     r->acc_hits = 1.6f;
     r->acc_trials = 2.0f;
+    r->fault = rp->fault;
     ds_sampler_init(&r->sampler, &rp->sampling);
     pthread_mutex_lock(&g->mu);
     if (g->p.max_queue > 0 && g->n_inbox + g->stats.waiting >= g->p.max_queue) {
@@ -354,11 +355,11 @@ static void drain_inbox(ds_engine *g) {
     /* an id not found is finished already, or will be found next step if still in flight */
     for (req *r = g->waiting_head; r; r = r->next) {
         if (in_list(aborts, n_abort, r->id)) r->aborted = 1;
-        if (in_list(faults, n_fault, r->id)) r->fault = 1;
+        if (in_list(faults, n_fault, r->id)) r->fault = DS_FAULT_ANY, r->p.fault_after_tokens = 0;
     }
     for (int i = 0; i < g->n_running; i++) {
         if (in_list(aborts, n_abort, g->running[i]->id)) g->running[i]->aborted = 1;
-        if (in_list(faults, n_fault, g->running[i]->id)) g->running[i]->fault = 1;
+        if (in_list(faults, n_fault, g->running[i]->id)) g->running[i]->fault = DS_FAULT_ANY, g->running[i]->p.fault_after_tokens = 0;
     }
 }
 
@@ -408,10 +409,39 @@ static void preempt(ds_engine *g, req *r) {
     g->stats.preemptions++;
 }
 
+/* Requests sharing a long prompt prefix often arrive together (one system
+ * prompt, many users). Admitted side by side they would each compute the
+ * prefix; instead the later one waits while the first is prefilled up to the
+ * shared point, where the first leaves its pages and a DeltaNet checkpoint in
+ * the cache (an extra cut at a multiple of 64, which changes none of its
+ * arithmetic). Returns 1 when w should wait. */
+static int wait_for_shared_prefill(ds_engine *g, req *w) {
+    if (!g->cache) return 0;
+    for (int i = 0; i < g->n_running; i++) {
+        req *r = g->running[i];
+        if (r->n_computed >= r->n_prompt) continue;
+        int n = w->n_prompt - 1 < r->n_prompt ? w->n_prompt - 1 : r->n_prompt; /* w computes at least one token */
+        int shared = 0;
+        while (shared < n && w->tokens[shared] == r->tokens[shared]) shared++;
+        int at = shared / 64 * 64;
+        if (at < 128 || at <= r->n_computed) continue; /* too little to gain, or r is past it */
+        if (r->share_cut <= r->n_computed || at < r->share_cut) r->share_cut = at;
+        return 1;
+    }
+    return 0;
+}
+
 static int admit(ds_engine *g) {
-    int admitted = 0;
-    while (g->waiting_head && g->n_running < g->p.max_running) {
-        req *r = g->waiting_head;
+    int admitted = 0, looked = 0;
+    req **link = &g->waiting_head, *prev = NULL;
+    while (*link && g->n_running < g->p.max_running) {
+        req *r = *link;
+        /* bounded, so that a long queue costs little per step */
+        if (looked++ < 64 && wait_for_shared_prefill(g, r)) {
+            prev = r;
+            link = &r->next;
+            continue;
+        }
         /* a request that could not get pages for its first chunk would only be preempted again;
          * with nothing running it is admitted anyway, as it fits the pool alone (submit checked) */
         int first = r->n_prompt < g->p.prefill_chunk ? r->n_prompt : g->p.prefill_chunk;
@@ -420,10 +450,11 @@ static int admit(ds_engine *g) {
         if (g->n_running > 0 && g->pages.n_free < need) break;
         int slot = g->hybrid ? ds_id_get(&g->slots) : 0;
         if (slot < 0) break;
-        g->waiting_head = r->next;
-        if (!g->waiting_head) g->waiting_tail = NULL;
+        *link = r->next;
+        if (g->waiting_tail == r) g->waiting_tail = prev;
         g->n_waiting--;
         r->next = NULL;
+        r->share_cut = 0;
         r->slot = g->hybrid ? slot : -1;
         if (g->hybrid) ds_state_clear(&g->st, slot);
         r->n_computed = 0;
@@ -474,6 +505,7 @@ static int chunk_end(const ds_engine *g, const req *r, ds_seq_mode *mode) {
     }
     int prompt_cut = round_down(r->n_prompt, 64); /* the end-of-prompt checkpoint */
     if (prompt_cut > from && prompt_cut < end) end = prompt_cut;
+    if (r->share_cut > from && r->share_cut < end) end = r->share_cut;
     return end;
 }
 
@@ -547,7 +579,7 @@ static void take_checkpoint(ds_engine *g, req *r) {
     int pos = r->n_computed;
     if (!g->cache || pos % 64 != 0 || pos > r->n_prompt) return;
     int at_interval = g->p.checkpoint_interval && pos % g->p.checkpoint_interval == 0;
-    if (!at_interval && pos != round_down(r->n_prompt, 64)) return;
+    if (!at_interval && pos != round_down(r->n_prompt, 64) && pos != r->share_cut) return;
     int ck = -1;
     if (g->hybrid) {
         ck = get_ckpt(g);
@@ -557,17 +589,28 @@ static void take_checkpoint(ds_engine *g, req *r) {
     ds_prefix_insert(g->cache, r->tokens, pos / g->p.page_size, r->pages, ck, pos);
 }
 
+/* Test hook: whether the request's pending fault hits a call computing it in this mode. */
+static int fault_hits(const req *r, ds_seq_mode mode) {
+    if (r->fault == DS_FAULT_NONE || r->n_generated < r->p.fault_after_tokens) return 0;
+    switch (r->fault) {
+    case DS_FAULT_PREFILL: return mode == DS_SEQ_PREFILL;
+    case DS_FAULT_DECODE: return mode == DS_SEQ_DECODE;
+    case DS_FAULT_VERIFY: return mode == DS_SEQ_VERIFY;
+    default: return 1;
+    }
+}
+
+static const char *fault_message(ds_seq_mode mode) {
+    return mode == DS_SEQ_PREFILL ? "the model call failed (injected fault in a prefill step)"
+         : mode == DS_SEQ_VERIFY  ? "the model call failed (injected fault in a verify step)"
+                                  : "the model call failed (injected fault in a decode step)";
+}
+
 int ds_engine_step(ds_engine *g) {
     g->step_no++;
     drain_inbox(g);
     handle_aborts(g);
     admit(g);
-    /* faults injected for testing fail their request as a failed model call would */
-    for (int i = 0; i < g->n_running;) {
-        req *r = g->running[i];
-        if (r->fault) finish(g, r, DS_FINISH_ERROR, "the model call failed (injected fault)");
-        else i++;
-    }
     int budget = g->p.step_tokens, n_rows = 0, n_seqs = 0;
     /* decodes first, then prefill chunks, oldest requests first */
     for (int pass = 0; pass < 2; pass++) {
@@ -646,6 +689,13 @@ int ds_engine_step(ds_engine *g) {
                 req *r = g->seq_req[k];
                 ds_seq_mode mode = g->seqs[k].mode;
                 int done = 0;
+                if (fault_hits(r, mode)) {
+                    /* an injected fault: this request's part of the call failed, the others' did not */
+                    logit_row += mode == DS_SEQ_VERIFY ? g->seq_n_rows[k]
+                                                       : r->n_computed + g->seq_n_rows[k] == r->n_tokens;
+                    finish(g, r, DS_FINISH_ERROR, fault_message(mode));
+                    continue;
+                }
                 if (mode == DS_SEQ_PREFILL) {
                     pthread_mutex_lock(&g->mu);
                     g->stats.prompt_tokens += g->seq_n_rows[k];
@@ -678,6 +728,8 @@ int ds_engine_step(ds_engine *g) {
         g->stats.checkpoint_restores = ps.checkpoint_restores;
         g->stats.evicted_pages = ps.evicted_pages;
         g->stats.evicted_checkpoints = ps.evicted_checkpoints;
+        g->stats.kv_pages_cached = ps.nodes;
+        g->stats.checkpoints_cached = ps.checkpoints;
     }
     int active = g->n_running + g->n_waiting + g->n_inbox;
     pthread_mutex_unlock(&g->mu);

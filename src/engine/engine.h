@@ -67,6 +67,15 @@ typedef struct {
 
 typedef void (*ds_event_fn)(const ds_event *ev, void *user);
 
+/* Test hook: which of a request's model calls fails (ds_request_params.fault). */
+typedef enum {
+    DS_FAULT_NONE = 0,
+    DS_FAULT_ANY,       /* its next model call, whatever it computes */
+    DS_FAULT_PREFILL,   /* a call that computes a chunk of its prompt */
+    DS_FAULT_DECODE,    /* a call that computes its pending token without drafts */
+    DS_FAULT_VERIFY,    /* a call that verifies MTP drafts */
+} ds_fault_phase;
+
 typedef struct {
     const int32_t *prompt;      /* copied by submit */
     int n_prompt;
@@ -78,6 +87,11 @@ typedef struct {
     int n_top_logprobs;         /* 0..DS_MAX_TOP_LOGPROBS */
     ds_event_fn on_event;
     void *user;
+    /* test hook: the first model call of this phase made once fault_after_tokens
+     * tokens were generated fails this request (as a failed call would), while
+     * the rest of the batch goes on */
+    ds_fault_phase fault;
+    int fault_after_tokens;
 } ds_request_params;
 
 typedef struct {
@@ -85,6 +99,7 @@ typedef struct {
     int kv_pages_total, kv_pages_used;
     int state_slots_total, state_slots_used;
     int checkpoint_slots_total, checkpoint_slots_used;
+    int kv_pages_cached, checkpoints_cached;  /* held by the prefix cache (all that is held when idle) */
     int64_t prefix_query_tokens, prefix_hit_tokens, checkpoint_restores;
     int64_t evicted_pages, evicted_checkpoints, preemptions;
     int64_t prompt_tokens, generated_tokens, steps;
@@ -113,7 +128,8 @@ void ds_engine_run(ds_engine *eng);
 void ds_engine_stop(ds_engine *eng);
 
 void ds_engine_stats_get(ds_engine *eng, ds_engine_stats *st);
-/* Test hook: the next forward call of the request with this id fails. */
+/* Test hook: the next forward call of the request with this id fails
+ * (DS_FAULT_ANY, from any thread; ds_request_params.fault chooses the phase). */
 void ds_engine_inject_fault(ds_engine *eng, uint64_t id);
 
 #endif

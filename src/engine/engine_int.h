@@ -22,7 +22,9 @@ typedef struct req {
     int slot;                   /* state slot, -1 while waiting */
     int running_index;
     int64_t scheduled_step;     /* the step that last gave it rows */
-    int aborted, fault;
+    int aborted;
+    ds_fault_phase fault;       /* test hook: pending fault (p.fault_after_tokens applies) */
+    int share_cut;              /* a waiting request shares the prompt up to here: cut and checkpoint there */
     struct req *next;           /* inbox / waiting list */
     /* speculative decoding (speculate.c) */
     int n_drafts;               /* drafts waiting to be verified */

@@ -10,7 +10,10 @@
  *    or its last event processed). A stop string aborts the engine request;
  *    its late tokens are ignored, and usage counts the tokens up to the stop.
  * 4. A choice that ends with DS_FINISH_ERROR fails the whole request: an
- *    HTTP 500 before the headers, an SSE error event (no [DONE]) after. */
+ *    HTTP 500 before the headers, an SSE error event (no [DONE]) after.
+ * 5. Every request is counted in /metrics under exactly one outcome (settle):
+ *    done, aborted by the client, or failed; a request refused by
+ *    ds_completion_start is counted by the HTTP side, which sends the error. */
 #include "server/completion.h"
 
 #include <errno.h>
@@ -53,7 +56,6 @@ typedef struct {
     cJSON *lp_tokens, *lp_token_lps, *lp_tops, *lp_offsets;  /* completions logprobs */
     size_t text_offset;
     int n_calls;
-    int fault_at;           /* test hook: inject a fault once this many tokens came (0: none pending) */
 } choice;
 
 struct ds_completion {
@@ -72,6 +74,7 @@ struct ds_completion {
     int fd;
     int client_gone;
     int failed;             /* a choice ended with an error */
+    int settled;            /* its outcome was counted (settle) */
     char fail_msg[256];
     double t_start, t_first, t_last;
     double t_checked;       /* last look at the client's socket */
@@ -89,6 +92,24 @@ double ds_server_now(void) {
 }
 
 /* --- life cycle --- */
+
+typedef enum { OUT_DONE, OUT_ABORTED, OUT_FAILED, OUT_REFUSED } outcome;
+
+static void record_done(ds_completion *c);
+
+/* Counts the request's outcome once: the first call wins. OUT_REFUSED: the
+ * HTTP side answers with an error status and counts it. */
+static void settle(ds_completion *c, outcome o) {
+    if (c->settled) return;
+    c->settled = 1;
+    ds_metrics *m = &c->srv->metrics;
+    switch (o) {
+    case OUT_DONE: record_done(c); break;
+    case OUT_ABORTED: ds_metrics_client_abort(m); break;
+    case OUT_FAILED: ds_metrics_error(m, DS_ERRK_ENGINE); ds_metrics_failed(m); break;
+    case OUT_REFUSED: break;
+    }
+}
 
 static void completion_free(ds_completion *c) {
     for (int i = 0; i < c->n; i++) {
@@ -131,12 +152,10 @@ static void abort_all(ds_completion *c) {
 
 void ds_completion_release(ds_completion *c) {
     if (!c) return;
-    int all_done = 1;
-    for (int i = 0; i < c->n; i++) all_done &= c->ch[i].done;
-    if (!all_done && !c->client_gone) {
-        c->client_gone = 1;
-        ds_metrics_client_abort(&c->srv->metrics);
-    }
+    /* dropped before its answer was complete (a stream whose end was never
+     * written, a connection that broke): the client did not get it */
+    if (!c->settled) c->client_gone = 1;
+    settle(c, OUT_ABORTED);
     abort_all(c);
     unref(c);
 }
@@ -174,6 +193,8 @@ static void on_event(const ds_event *ev, void *user) {
     if (ev->finished) {
         h->engine_done = 1;
         h->n_generated_final = ev->n_generated;
+        /* a request whose only token was a stop token had no token event to carry it */
+        if (ev->n_cached > h->n_cached) h->n_cached = ev->n_cached;
         last = --c->refs == 0;
     }
     pthread_cond_broadcast(&c->cv);
@@ -366,7 +387,6 @@ static void on_token(ds_completion *c, choice *h, const ds_event *ev) {
     if (h->index == 0) c->t_last = now;
     h->n_tokens++;
     h->n_cached = ev->n_cached;
-    if (h->fault_at && h->n_tokens == h->fault_at) ds_engine_inject_fault(s->eng, h->id);
     if (c->req.logprobs) add_logprobs(c, h, ev);
     if (c->start_in_reasoning && !h->think_closed) h->reasoning_tokens++;
     const char *t = NULL;
@@ -413,6 +433,14 @@ static int events_pending(const ds_completion *c) {
     for (int i = 0; i < c->n; i++)
         if (c->ch[i].q_n) return 1;
     return 0;
+}
+
+static int first_event_is_token(ds_completion *c) {
+    int token = 0;
+    pthread_mutex_lock(&c->mu);
+    for (int i = 0; i < c->n; i++) token |= c->ch[i].q_n > 0 && !c->ch[i].q[0].finished;
+    pthread_mutex_unlock(&c->mu);
+    return token;
 }
 
 /* Moves the queued events out and processes them on this thread. */
@@ -463,7 +491,7 @@ static int wait_events(ds_completion *c) {
     if (now - c->t_checked < 0.01) return 0;
     c->t_checked = now;
     if (client_closed(c->fd)) {
-        if (!c->client_gone) ds_metrics_client_abort(&c->srv->metrics);
+        settle(c, OUT_ABORTED);
         c->client_gone = 1;
         abort_all(c);
         return -1;
@@ -482,7 +510,7 @@ static ds_oai_usage usage_of(const ds_completion *c) {
     return u;
 }
 
-static void record_done(ds_completion *c) {
+static void record_done(ds_completion *c) {   /* through settle only */
     ds_oai_usage u = usage_of(c);
     ds_metrics_done(&c->srv->metrics, ds_server_now() - c->t_start, u.prompt_tokens, u.completion_tokens);
 }
@@ -503,22 +531,17 @@ static int http_fail(ds_http_error *err, int status, const char *type, const cha
 }
 
 static int render_prompt(ds_server *s, const ds_oai_request *r, char **text, ds_http_error *err) {
-    cJSON *ctx = cJSON_CreateObject();
-    cJSON_AddItemToObject(ctx, "messages", cJSON_Duplicate(r->messages, 1));
-    if (r->tools && r->tool_choice != DS_TOOLS_NONE) cJSON_AddItemToObject(ctx, "tools", cJSON_Duplicate(r->tools, 1));
-    cJSON_AddTrueToObject(ctx, "add_generation_prompt");
-    cJSON_AddStringToObject(ctx, "eos_token", s->eos_text);
-    cJSON_AddStringToObject(ctx, "bos_token", "");
     ds_err e = {0};
     size_t len;
-    ds_status st = ds_jinja_merge_kwargs(ctx, r->template_kwargs, &e);
-    if (!st) st = ds_jinja_render(s->tmpl, ctx, text, &len, &e);
+    cJSON *ctx = ds_oai_template_context(r, s->eos_text, &e);
+    ds_status st = ctx ? ds_jinja_render(s->tmpl, ctx, text, &len, &e) : e.code ? e.code : DS_EINVAL;
     cJSON_Delete(ctx);
     if (st) return http_fail(err, 400, "invalid_request_error", "messages", "the chat template failed: %s", e.msg);
     return 0;
 }
 
 ds_completion *ds_completion_start(ds_server *s, ds_oai_request *req, int fd, ds_http_error *err) {
+    memset(err, 0, sizeof *err);
     ds_completion *c = calloc(1, sizeof *c);
     if (!c) {
         http_fail(err, 500, "server_error", NULL, "out of memory");
@@ -608,6 +631,14 @@ ds_completion *ds_completion_start(ds_server *s, ds_oai_request *req, int fd, ds
                                 .ignore_eos = c->req.ignore_eos, .on_event = on_event, .user = h};
         if (c->req.seed_given) rp.sampling.seed = c->req.sampling.seed + (uint64_t)i;
         else rp.sampling.seed = ((uint64_t)time(NULL) << 20) ^ (uint64_t)(uintptr_t)h ^ (uint64_t)i;
+        /* the fault hook decides at submission, so the engine (not this thread, which may lag
+         * behind it) picks the call that fails */
+        unsigned long long nreq = atomic_fetch_add(&s->n_requests, 1) + 1;
+        if ((s->cfg.fault_after > 0 && nreq == (unsigned long long)s->cfg.fault_after) ||
+            (s->cfg.fault_every > 0 && nreq % (unsigned long long)s->cfg.fault_every == 0)) {
+            rp.fault = s->cfg.fault_phase;
+            rp.fault_after_tokens = s->cfg.fault_at_token;
+        }
         pthread_mutex_lock(&c->mu);
         c->refs++;
         pthread_mutex_unlock(&c->mu);
@@ -624,14 +655,9 @@ ds_completion *ds_completion_start(ds_server *s, ds_oai_request *req, int fd, ds
             else
                 http_fail(err, 503, "service_unavailable", NULL, "%s", e.msg);
             free(toks.ids);
+            settle(c, OUT_REFUSED);
             ds_completion_release(c);
             return NULL;
-        }
-        unsigned long long nreq = atomic_fetch_add(&s->n_requests, 1) + 1;
-        if ((s->cfg.fault_after > 0 && nreq == (unsigned long long)s->cfg.fault_after) ||
-            (s->cfg.fault_every > 0 && nreq % (unsigned long long)s->cfg.fault_every == 0)) {
-            if (s->cfg.fault_at_token > 0) h->fault_at = s->cfg.fault_at_token;
-            else ds_engine_inject_fault(s->eng, h->id);
         }
     }
     free(toks.ids);
@@ -644,10 +670,18 @@ ds_completion *ds_completion_start(ds_server *s, ds_oai_request *req, int fd, ds
         if (any) break;
         if (wait_events(c) < 0) break;
     }
-    if (!c->client_gone) pump(c);
+    /* a stream has begun once the model produced a token: a failure after that is an SSE
+     * error event, even when it is queued already */
+    if (!c->client_gone && !(c->req.stream && first_event_is_token(c))) pump(c);
+    if (c->client_gone) {   /* before any output: nothing to answer (counted as an abort) */
+        err->status = 0;
+        ds_completion_release(c);
+        return NULL;
+    }
     if (c->failed) {
         http_fail(err, 500, "server_error", NULL, "the model failed: %s", c->fail_msg);
-        ds_metrics_error(&s->metrics, DS_ERRK_ENGINE);
+        err->engine = 1;
+        settle(c, OUT_REFUSED);
         ds_completion_release(c);
         return NULL;
     }
@@ -671,6 +705,7 @@ fail:
     free(text);
     free(toks.ids);
     for (int i = 0; i < c->n; i++) c->ch[i].done = 1;
+    settle(c, OUT_REFUSED);
     ds_completion_release(c);
     return NULL;
 }
@@ -688,7 +723,7 @@ char *ds_completion_wait_json(ds_completion *c, int *status) {
     }
     if (c->failed) {
         *status = 500;
-        ds_metrics_error(&c->srv->metrics, DS_ERRK_ENGINE);
+        settle(c, OUT_FAILED);
         char msg[320];
         snprintf(msg, sizeof msg, "the model failed: %s", c->fail_msg);
         return ds_oai_error_json(500, "server_error", NULL, msg);
@@ -722,7 +757,7 @@ char *ds_completion_wait_json(ds_completion *c, int *status) {
     }
     ds_oai_usage u = usage_of(c);
     cJSON_AddItemToObject(o, "usage", ds_oai_usage_json(&u));
-    record_done(c);
+    settle(c, OUT_DONE);
     char *s = cJSON_PrintUnformatted(o);
     cJSON_Delete(o);
     *status = s ? 200 : 500;
@@ -733,7 +768,7 @@ char *ds_completion_wait_json(ds_completion *c, int *status) {
 
 static void stream_tail(ds_completion *c) {
     if (c->failed) {
-        ds_metrics_error(&c->srv->metrics, DS_ERRK_ENGINE);
+        settle(c, OUT_FAILED);
         char msg[320];
         snprintf(msg, sizeof msg, "the model failed: %s", c->fail_msg);
         ds_sse_error(&c->out, "server_error", msg);
@@ -747,7 +782,7 @@ static void stream_tail(ds_completion *c) {
             ds_sse_data(&c->out, o);
             cJSON_Delete(o);
         }
-        record_done(c);
+        settle(c, OUT_DONE);
         ds_sse_done(&c->out);
     }
     c->stream_ended = 1;

@@ -22,7 +22,8 @@
 typedef struct ds_completion ds_completion;
 
 typedef struct {
-    int status;        /* HTTP status */
+    int status;        /* HTTP status (0: the client went away) */
+    int engine;        /* the model failed (an engine error, not the server's) */
     const char *type;  /* OpenAI error type */
     char param[64];
     char message[512];

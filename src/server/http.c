@@ -8,6 +8,7 @@
  * Every /v1/ route needs "Authorization: Bearer KEY" when --api-key is set;
  * /health and /metrics do not (probes and scrapers). */
 #include <arpa/inet.h>
+#include <errno.h>
 #include <microhttpd.h>
 #include <netinet/in.h>
 #include <pthread.h>
@@ -15,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -37,6 +39,7 @@ void ds_server_defaults(ds_server_config *c) {
     ds_engine_defaults(&c->engine);
     c->max_body_bytes = (size_t)8 << 20;
     c->drain_timeout_s = 60.0;
+    c->fault_phase = DS_FAULT_ANY;
 }
 
 /* --- responses --- */
@@ -60,15 +63,30 @@ static enum MHD_Result send_json(struct MHD_Connection *conn, int status, char *
     return send_text(conn, status, "application/json", body, strlen(body), NULL);
 }
 
-static enum MHD_Result send_error(ds_server *s, struct MHD_Connection *conn, int status, const char *type,
-                                  const char *param, const char *msg) {
-    ds_error_kind k = status == 400 ? DS_ERRK_BAD_REQUEST : status == 401 ? DS_ERRK_AUTH
-                    : status == 404 || status == 405 ? DS_ERRK_NOT_FOUND : status == 413 ? DS_ERRK_TOO_LARGE
-                    : status == 429 ? DS_ERRK_QUEUE_FULL : status == 503 ? DS_ERRK_UNAVAILABLE : DS_ERRK_INTERNAL;
-    if (status != 500) ds_metrics_error(&s->metrics, k);   /* engine failures are counted where they happen */
+static ds_error_kind kind_of_status(int status) {
+    return status == 400 ? DS_ERRK_BAD_REQUEST : status == 401 ? DS_ERRK_AUTH
+         : status == 404 || status == 405 ? DS_ERRK_NOT_FOUND : status == 413 ? DS_ERRK_TOO_LARGE
+         : status == 429 ? DS_ERRK_QUEUE_FULL : status == 503 ? DS_ERRK_UNAVAILABLE : DS_ERRK_INTERNAL;
+}
+
+/* completion: the error ends a completion request, which counts it as
+ * rejected (refused before generating) or failed (a 5xx other than 503), so
+ * that the started counter always equals the sum of the outcomes. */
+static enum MHD_Result send_error_kind(ds_server *s, struct MHD_Connection *conn, int completion, int status,
+                                       ds_error_kind k, const char *type, const char *param, const char *msg) {
+    ds_metrics_error(&s->metrics, k);
+    if (completion) {
+        if (status >= 500 && status != 503) ds_metrics_failed(&s->metrics);
+        else ds_metrics_rejected(&s->metrics);
+    }
     char *body = ds_oai_error_json(status, type, param, msg);
     if (!body) return MHD_NO;
     return send_text(conn, status, "application/json", body, strlen(body), status == 429 || status == 503 ? "1" : NULL);
+}
+
+static enum MHD_Result send_error(ds_server *s, struct MHD_Connection *conn, int completion, int status,
+                                  const char *type, const char *param, const char *msg) {
+    return send_error_kind(s, conn, completion, status, kind_of_status(status), type, param, msg);
 }
 
 /* --- checks --- */
@@ -117,20 +135,21 @@ static enum MHD_Result route_completion(ds_server *s, struct MHD_Connection *con
     ds_oai_request req;
     ds_oai_error perr;
     if (ds_oai_request_parse(cc->body.s ? cc->body.s : "", cc->body.n, kind, &req, &perr))
-        return send_error(s, conn, 400, "invalid_request_error", perr.param, perr.message);
+        return send_error(s, conn, 1, 400, "invalid_request_error", perr.param, perr.message);
     if (req.model && strcmp(req.model, s->model_name)) {
         char msg[480];
         snprintf(msg, sizeof msg, "the model '%.200s' does not exist; this server serves '%.150s'", req.model,
                  s->model_name);
         ds_oai_request_free(&req);
-        return send_error(s, conn, 404, "not_found_error", "model", msg);
+        return send_error(s, conn, 1, 404, "not_found_error", "model", msg);
     }
     const union MHD_ConnectionInfo *ci = MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CONNECTION_FD);
     ds_http_error herr = {0};
     ds_completion *c = ds_completion_start(s, &req, ci ? ci->connect_fd : -1, &herr);
     if (!c) {
-        if (herr.status == 0) return MHD_NO;   /* the client went away */
-        return send_error(s, conn, herr.status, herr.type, herr.param, herr.message);
+        if (herr.status == 0) return MHD_NO;   /* the client went away (counted as an abort) */
+        return send_error_kind(s, conn, 1, herr.status, herr.engine ? DS_ERRK_ENGINE : kind_of_status(herr.status),
+                               herr.type, herr.param, herr.message);
     }
     enum MHD_Result ok;
     if (ds_completion_is_stream(c)) {
@@ -178,34 +197,36 @@ static enum MHD_Result handler(void *cls, struct MHD_Connection *conn, const cha
     }
     int get = !strcmp(method, "GET"), post = !strcmp(method, "POST");
     if (!strcmp(url, "/health")) {
-        if (!get) return send_error(s, conn, 405, "invalid_request_error", NULL, "use GET");
+        if (!get) return send_error(s, conn, 0, 405, "invalid_request_error", NULL, "use GET");
         int ok = atomic_load(&s->ready) && !atomic_load(&s->draining);
         const char *msg = ok ? "{\"status\":\"ok\"}" : atomic_load(&s->draining) ? "{\"status\":\"draining\"}"
                                                                                  : "{\"status\":\"loading\"}";
         return send_text(conn, ok ? 200 : 503, "application/json", strdup(msg), strlen(msg), NULL);
     }
     if (!strcmp(url, "/metrics")) {
-        if (!get) return send_error(s, conn, 405, "invalid_request_error", NULL, "use GET");
+        if (!get) return send_error(s, conn, 0, 405, "invalid_request_error", NULL, "use GET");
         return route_metrics(s, conn);
     }
     int chat = !strcmp(url, "/v1/chat/completions"), cmpl = !strcmp(url, "/v1/completions");
-    int models = !strcmp(url, "/v1/models");
-    if (!chat && !cmpl && !models) return send_error(s, conn, 404, "not_found_error", NULL, "no such route");
+    int models = !strcmp(url, "/v1/models"), completion = chat || cmpl;
+    if (!chat && !cmpl && !models) return send_error(s, conn, 0, 404, "not_found_error", NULL, "no such route");
+    if (completion) ds_metrics_started(&s->metrics);
     if (!key_ok(s, conn))
-        return send_error(s, conn, 401, "authentication_error", NULL, "a valid API key is required (Authorization: Bearer KEY)");
+        return send_error(s, conn, completion, 401, "authentication_error", NULL,
+                          "a valid API key is required (Authorization: Bearer KEY)");
     if (cc->too_large) {
         char msg[128];
         snprintf(msg, sizeof msg, "the request body is larger than %zu bytes", s->cfg.max_body_bytes);
-        return send_error(s, conn, 413, "invalid_request_error", NULL, msg);
+        return send_error(s, conn, completion, 413, "invalid_request_error", NULL, msg);
     }
     if (!atomic_load(&s->ready) || atomic_load(&s->draining))
-        return send_error(s, conn, 503, "service_unavailable", NULL,
+        return send_error(s, conn, completion, 503, "service_unavailable", NULL,
                           atomic_load(&s->draining) ? "the server is shutting down" : "the model is loading");
     if (models) {
-        if (!get) return send_error(s, conn, 405, "invalid_request_error", NULL, "use GET");
+        if (!get) return send_error(s, conn, 0, 405, "invalid_request_error", NULL, "use GET");
         return route_models(s, conn);
     }
-    if (!post) return send_error(s, conn, 405, "invalid_request_error", NULL, "use POST");
+    if (!post) return send_error(s, conn, 1, 405, "invalid_request_error", NULL, "use POST");
     return route_completion(s, conn, cc, chat ? DS_OAI_CHAT : DS_OAI_COMPLETION);
 }
 
@@ -224,11 +245,11 @@ static void *engine_main(void *arg) {
     return NULL;
 }
 
+/* The rest of the loading, after the file was opened: tokenizer, weights, engine, template. */
 static int load(ds_server *s) {
     ds_err e = {0};
     const ds_server_config *c = &s->cfg;
-    ds_status st = ds_model_open(c->model_path, &s->file, &e);
-    if (!st) st = ds_tokenizer_from_model(s->file, &s->tok, &e);
+    ds_status st = ds_tokenizer_from_model(s->file, &s->tok, &e);
     if (!st) {
         ds_model_params mp = {.max_batch_tokens = c->engine.step_tokens + c->engine.max_running + 64,
                               .n_threads = c->n_threads};
@@ -236,7 +257,13 @@ static int load(ds_server *s) {
             mp.max_batch_tokens = c->engine.prefill_chunk + c->engine.max_running;
         st = ds_model_new(s->file, &mp, &s->model, &e);
     }
-    if (!st) st = ds_engine_new(s->model, &c->engine, &s->eng, &e);
+    if (!st && (st = ds_engine_new(s->model, &c->engine, &s->eng, &e)) != DS_OK) {
+        /* the engine cannot name the options its budgets came from */
+        char pre[160];
+        snprintf(pre, sizeof pre, "the engine's budgets (--kv-mb %.3g, --state-mb %.3g, --max-running %d)",
+                 (double)c->engine.kv_bytes / (1 << 20), (double)c->engine.state_bytes / (1 << 20), c->engine.max_running);
+        ds_err_prefix(&e, "%s", pre);
+    }
     if (!st) {
         const char *t = ds_model_chat_template(s->file);
         st = ds_jinja_compile(t ? t : DS_DEFAULT_CHAT_TEMPLATE, &s->tmpl, &e);
@@ -272,6 +299,38 @@ static void base_name(const char *path, char *out, size_t cap) {
     snprintf(out, cap, "%.*s", (int)n, b);
 }
 
+/* A listening TCP socket on host:port (port 0: any free one, returned in
+ * *bound). Made here rather than by libmicrohttpd so that a failure can say
+ * why (the port in use, an address not on this machine). Returns the socket,
+ * -2 for a host that is not an IPv4 address, -1 for any other failure, each
+ * after its one line on stderr. */
+static int listen_socket(const char *host, int port, int *bound) {
+    struct sockaddr_in addr = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+    if (inet_pton(AF_INET, host, &addr.sin_addr) != 1) {
+        fprintf(stderr, "deltaserve serve: --host %s is not an IPv4 address\n", host);
+        return -2;
+    }
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0), one = 1;
+    if (fd < 0) {
+        fprintf(stderr, "deltaserve serve: cannot create a socket: %s\n", strerror(errno));
+        return -1;
+    }
+    /* lets a restarted server take its port while old connections linger in TIME_WAIT; a port
+     * another process listens on still fails with EADDRINUSE */
+    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+    if (bind(fd, (struct sockaddr *)&addr, sizeof addr) != 0 || listen(fd, SOMAXCONN) != 0) {
+        int err = errno;
+        fprintf(stderr, "deltaserve serve: cannot listen on %s:%d: %s%s\n", host, port, strerror(err),
+                err == EADDRINUSE ? " (another process has this port; choose another with --port)" : "");
+        close(fd);
+        return -1;
+    }
+    struct sockaddr_in got;
+    socklen_t len = sizeof got;
+    *bound = getsockname(fd, (struct sockaddr *)&got, &len) == 0 ? ntohs(got.sin_port) : port;
+    return fd;
+}
+
 int ds_server_run(const ds_server_config *cfg) {
     ds_server *s = calloc(1, sizeof *s);
     if (!s) return 1;
@@ -287,23 +346,35 @@ int ds_server_run(const ds_server_config *cfg) {
     pthread_sigmask(SIG_BLOCK, &sigs, NULL);   /* every thread started from here inherits it */
     signal(SIGPIPE, SIG_IGN);
 
-    struct sockaddr_in addr = {.sin_family = AF_INET, .sin_port = htons((uint16_t)cfg->port)};
-    if (inet_pton(AF_INET, cfg->host, &addr.sin_addr) != 1) {
-        fprintf(stderr, "deltaserve serve: --host %s is not an IPv4 address\n", cfg->host);
+    /* Start-up failures end with exactly one line on stderr naming the problem
+     * (the port, the model file, the budget) and exit code 1: the socket and
+     * the model file are checked before anything is announced. */
+    int port = 0, fd = listen_socket(cfg->host, cfg->port, &port);
+    if (fd < 0) {
+        ds_metrics_free(&s->metrics);
         free(s);
-        return 2;
+        return fd == -2 ? 2 : 1;
     }
-    struct MHD_Daemon *d = MHD_start_daemon(
-        MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_THREAD_PER_CONNECTION | MHD_USE_POLL, (uint16_t)cfg->port, NULL,
-        NULL, handler, s, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&addr, MHD_OPTION_NOTIFY_COMPLETED, completed, s,
-        MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)600, MHD_OPTION_END);
-    if (!d) {
-        fprintf(stderr, "deltaserve serve: cannot listen on %s:%d\n", cfg->host, cfg->port);
+    ds_err e = {0};
+    if (ds_model_open(cfg->model_path, &s->file, &e) != DS_OK) {
+        fprintf(stderr, "deltaserve serve: %s\n", e.msg);
+        close(fd);
+        ds_metrics_free(&s->metrics);
         free(s);
         return 1;
     }
-    const union MHD_DaemonInfo *di = MHD_get_daemon_info(d, MHD_DAEMON_INFO_BIND_PORT);
-    int port = di ? di->port : cfg->port;
+    struct MHD_Daemon *d = MHD_start_daemon(
+        MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_THREAD_PER_CONNECTION | MHD_USE_POLL, 0, NULL, NULL, handler, s,
+        MHD_OPTION_LISTEN_SOCKET, fd, MHD_OPTION_NOTIFY_COMPLETED, completed, s, MHD_OPTION_CONNECTION_TIMEOUT,
+        (unsigned)600, MHD_OPTION_END);
+    if (!d) {
+        fprintf(stderr, "deltaserve serve: cannot start the HTTP server on %s:%d\n", cfg->host, port);
+        close(fd);
+        ds_model_close(s->file);
+        ds_metrics_free(&s->metrics);
+        free(s);
+        return 1;
+    }
     fprintf(stderr, "deltaserve serve: listening on http://%s:%d (loading %s)\n", cfg->host, port, cfg->model_path);
     int rc = 0;
     pthread_t engine_thread;
@@ -347,6 +418,6 @@ out:
         ds_metrics_free(&s->metrics);
         free(s);
     }
-    fprintf(stderr, "deltaserve serve: stopped\n");
+    if (engine_started) fprintf(stderr, "deltaserve serve: stopped\n");
     return rc;
 }

@@ -47,6 +47,9 @@ void ds_metrics_done(ds_metrics *m, double e2e, int prompt_tokens, int generatio
 }
 void ds_metrics_error(ds_metrics *m, ds_error_kind k) { LOCKED(m, m->errors[k]++); }
 void ds_metrics_client_abort(ds_metrics *m) { LOCKED(m, m->aborted_by_client++); }
+void ds_metrics_started(ds_metrics *m) { LOCKED(m, m->requests_started++); }
+void ds_metrics_rejected(ds_metrics *m) { LOCKED(m, m->requests_rejected++); }
+void ds_metrics_failed(ds_metrics *m) { LOCKED(m, m->requests_failed++); }
 
 const char *ds_error_kind_name(ds_error_kind k) {
     static const char *const N[DS_ERRK_COUNT] = {"bad_request", "auth", "not_found", "too_large",
@@ -84,12 +87,16 @@ void ds_metrics_render(ds_metrics *m, const ds_engine_stats *st, const char *mod
     metric(o, "deltaserve:num_requests_waiting", "gauge", "Requests waiting for memory or a slot.", lbl, st->waiting);
     metric(o, "deltaserve:kv_pages_used", "gauge", "KV cache pages in use (running and cached).", lbl, st->kv_pages_used);
     metric(o, "deltaserve:kv_pages_total", "gauge", "KV cache pages in the pool.", lbl, st->kv_pages_total);
+    metric(o, "deltaserve:kv_pages_cached", "gauge", "KV pages held by the prefix cache (all pages in use when idle).",
+           lbl, st->kv_pages_cached);
     metric(o, "deltaserve:kv_cache_usage_perc", "gauge", "Fraction of KV pages in use (0..1).", lbl, kv);
     metric(o, "deltaserve:state_slots_used", "gauge", "DeltaNet state slots in use.", lbl, st->state_slots_used);
     metric(o, "deltaserve:state_slots_total", "gauge", "DeltaNet state slots in the pool.", lbl, st->state_slots_total);
     metric(o, "deltaserve:state_usage_perc", "gauge", "Fraction of DeltaNet state slots in use (0..1).", lbl, state);
-    metric(o, "deltaserve:checkpoint_slots_used", "gauge", "DeltaNet checkpoints kept by the prefix cache.", lbl,
+    metric(o, "deltaserve:checkpoint_slots_used", "gauge", "DeltaNet checkpoint slots in use.", lbl,
            st->checkpoint_slots_used);
+    metric(o, "deltaserve:checkpoints_cached", "gauge", "DeltaNet checkpoints held by the prefix cache.", lbl,
+           st->checkpoints_cached);
     metric(o, "deltaserve:prefix_cache_queries_total", "counter", "Prompt tokens looked up in the prefix cache.", lbl,
            (double)st->prefix_query_tokens);
     metric(o, "deltaserve:prefix_cache_hits_total", "counter", "Prompt tokens found in the prefix cache.", lbl,
@@ -103,6 +110,9 @@ void ds_metrics_render(ds_metrics *m, const ds_engine_stats *st, const char *mod
            (double)m->generation_tokens);
     metric(o, "deltaserve:engine_generated_tokens_total", "counter", "Tokens sampled by the engine.", lbl,
            (double)st->generated_tokens);
+    metric(o, "deltaserve:requests_started_total", "counter",
+           "Completion requests received (success + client aborts + rejected + failed, once none is in flight).", lbl,
+           (double)m->requests_started);
     metric(o, "deltaserve:request_success_total", "counter", "Requests answered successfully.", lbl,
            (double)m->requests_ok);
     metric(o, "deltaserve:request_client_aborts_total", "counter", "Requests ended by a client disconnect.", lbl,
@@ -131,6 +141,11 @@ void ds_metrics_render(ds_metrics *m, const ds_engine_stats *st, const char *mod
         ds_sb_printf(o, "deltaserve:spec_decode_num_accepted_tokens_per_pos_total{%sposition=\"%d\"} %lld\n", lbl_c, p,
                      (long long)n);
     }
+    metric(o, "deltaserve:requests_rejected_total", "counter", "Completion requests refused with a 4xx or 503.", lbl,
+           (double)m->requests_rejected);
+    metric(o, "deltaserve:requests_failed_total", "counter",
+           "Completion requests that failed after they were accepted (500 or an SSE error event).", lbl,
+           (double)m->requests_failed);
     ds_sb_printf(o, "# HELP deltaserve:request_errors_total Requests refused or failed, by kind.\n"
                     "# TYPE deltaserve:request_errors_total counter\n");
     for (int k = 0; k < DS_ERRK_COUNT; k++)

@@ -30,7 +30,8 @@ typedef enum {
 typedef struct {
     pthread_mutex_t mu;
     ds_histogram ttft, itl, e2e;
-    uint64_t requests_ok, aborted_by_client;
+    /* completion requests: once nothing is in flight, started = ok + aborted_by_client + rejected + failed */
+    uint64_t requests_started, requests_ok, aborted_by_client, requests_rejected, requests_failed;
     uint64_t errors[DS_ERRK_COUNT];
     uint64_t prompt_tokens, generation_tokens;
 } ds_metrics;
@@ -43,6 +44,11 @@ void ds_metrics_itl(ds_metrics *m, double seconds);
 void ds_metrics_done(ds_metrics *m, double e2e_seconds, int prompt_tokens, int generation_tokens);
 void ds_metrics_error(ds_metrics *m, ds_error_kind k);
 void ds_metrics_client_abort(ds_metrics *m);
+/* Outcomes of completion requests (each request ends in exactly one of
+ * done, client_abort, rejected, failed). */
+void ds_metrics_started(ds_metrics *m);
+void ds_metrics_rejected(ds_metrics *m);   /* answered with a 4xx or 503 before generating */
+void ds_metrics_failed(ds_metrics *m);     /* the engine or the server failed it (500, SSE error event) */
 const char *ds_error_kind_name(ds_error_kind k);
 /* Prometheus text format 0.0.4. st: the engine's stats (NULL while loading). */
 void ds_metrics_render(ds_metrics *m, const ds_engine_stats *st, const char *model_name, ds_sb *out);

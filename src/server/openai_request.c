@@ -1,6 +1,8 @@
 /* openai_request.c - see openai_request.h. */
 #include "server/openai_request.h"
 
+#include "server/jinja.h"
+
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -80,11 +82,22 @@ static int content_text(const cJSON *c, int i, char **out, ds_oai_error *err) {
     return 0;
 }
 
+/* Sets obj[key] = v, dropping every item of that name first: a JSON object
+ * may repeat a name, and the template must see the one value checked here
+ * (the first, which is what the lookups above read). */
+static void set_only(cJSON *obj, const char *key, cJSON *v) {
+    while (cJSON_GetObjectItemCaseSensitive(obj, key)) cJSON_DeleteItemFromObjectCaseSensitive(obj, key);
+    cJSON_AddItemToObject(obj, key, v);
+}
+
 static int parse_messages(const cJSON *root, ds_oai_request *r, ds_oai_error *err) {
     const cJSON *ms = get(root, "messages");
     if (!ms) return fail(err, "messages", "'messages' is required");
     if (!cJSON_IsArray(ms)) return fail(err, "messages", "'messages' must be an array");
-    if (cJSON_GetArraySize(ms) == 0) return fail(err, "messages", "'messages' must not be empty");
+    int n_messages = cJSON_GetArraySize(ms);
+    if (n_messages == 0) return fail(err, "messages", "'messages' must not be empty");
+    if (n_messages > DS_OAI_MAX_MESSAGES)
+        return fail(err, "messages", "'messages' has %d messages; at most %d are allowed", n_messages, DS_OAI_MAX_MESSAGES);
     r->messages = cJSON_CreateArray();
     int i = 0;
     const cJSON *m;
@@ -101,25 +114,28 @@ static int parse_messages(const cJSON *root, ds_oai_request *r, ds_oai_error *er
             return fail(err, param, "'%s' must be system, developer, user, assistant or tool, got '%s'", param, rl);
         cJSON *out = cJSON_Duplicate(m, 1);
         cJSON_AddItemToArray(r->messages, out);
-        if (!strcmp(rl, "developer")) cJSON_ReplaceItemInObjectCaseSensitive(out, "role", cJSON_CreateString("system"));
+        set_only(out, "role", cJSON_CreateString(strcmp(rl, "developer") ? rl : "system"));
         const cJSON *c = get(m, "content"), *calls = get(m, "tool_calls");
         if (!c) {
             if (strcmp(rl, "assistant") || !calls) {
                 snprintf(param, sizeof param, "messages[%d].content", i);
                 return fail(err, param, "'%s' is required", param);
             }
-            cJSON_DeleteItemFromObjectCaseSensitive(out, "content");
-            cJSON_AddStringToObject(out, "content", "");
+            set_only(out, "content", cJSON_CreateString(""));
         } else {
             char *text;
             if (content_text(c, i, &text, err)) return -1;
-            cJSON_ReplaceItemInObjectCaseSensitive(out, "content", cJSON_CreateString(text));
+            set_only(out, "content", cJSON_CreateString(text));
             free(text);
         }
-        if (calls) {
+        if (!calls) {   /* null, or a null first of repeated names: no calls */
+            while (cJSON_GetObjectItemCaseSensitive(out, "tool_calls"))
+                cJSON_DeleteItemFromObjectCaseSensitive(out, "tool_calls");
+        } else {
             snprintf(param, sizeof param, "messages[%d].tool_calls", i);
             if (!cJSON_IsArray(calls)) return fail(err, param, "'%s' must be an array", param);
-            cJSON *oc = cJSON_GetObjectItemCaseSensitive(out, "tool_calls"), *call;
+            cJSON *oc = cJSON_DetachItemFromObjectCaseSensitive(out, "tool_calls"), *call;
+            set_only(out, "tool_calls", oc);
             cJSON_ArrayForEach(call, oc) {
                 cJSON *f = cJSON_GetObjectItemCaseSensitive(call, "function");
                 cJSON *nm = cJSON_GetObjectItemCaseSensitive(f, "name");
@@ -305,7 +321,10 @@ int ds_oai_request_parse(const char *body, size_t len, ds_oai_kind kind, ds_oai_
     ds_sampling_defaults(&r->sampling);
     const char *end = NULL;
     cJSON *root = cJSON_ParseWithLengthOpts(body, len, &end, 0);
-    if (!root || (end && (size_t)(end - body) < len && strspn(end, " \t\r\n") != len - (size_t)(end - body))) {
+    /* only whitespace may follow the value, within len: the body need not end with a NUL */
+    size_t at = root && end ? (size_t)(end - body) : len;
+    while (at < len && (body[at] == ' ' || body[at] == '\t' || body[at] == '\r' || body[at] == '\n')) at++;
+    if (!root || at < len) {
         cJSON_Delete(root);
         return fail(err, "", "the request body is not valid JSON");
     }
@@ -371,6 +390,20 @@ out:
     cJSON_Delete(root);
     if (rc) ds_oai_request_free(r);
     return rc;
+}
+
+cJSON *ds_oai_template_context(const ds_oai_request *r, const char *eos_text, ds_err *e) {
+    cJSON *ctx = cJSON_CreateObject();
+    cJSON_AddItemToObject(ctx, "messages", cJSON_Duplicate(r->messages, 1));
+    if (r->tools && r->tool_choice != DS_TOOLS_NONE) cJSON_AddItemToObject(ctx, "tools", cJSON_Duplicate(r->tools, 1));
+    cJSON_AddTrueToObject(ctx, "add_generation_prompt");
+    cJSON_AddStringToObject(ctx, "eos_token", eos_text);
+    cJSON_AddStringToObject(ctx, "bos_token", "");
+    if (ds_jinja_merge_kwargs(ctx, r->template_kwargs, e) != DS_OK) {
+        cJSON_Delete(ctx);
+        return NULL;
+    }
+    return ctx;
 }
 
 void ds_oai_request_free(ds_oai_request *r) {

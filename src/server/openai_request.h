@@ -12,6 +12,7 @@
 #include <cjson/cJSON.h>
 #include <stdint.h>
 
+#include "common/status.h"
 #include "engine/sampler.h"
 
 typedef enum { DS_OAI_CHAT = 0, DS_OAI_COMPLETION } ds_oai_kind;
@@ -19,6 +20,8 @@ typedef enum { DS_TOOLS_NONE = 0, DS_TOOLS_AUTO, DS_TOOLS_REQUIRED, DS_TOOLS_NAM
 
 #define DS_OAI_MAX_N 16
 #define DS_OAI_MAX_STOP 16
+/* messages per chat request: bounds the template's work per request whatever the body limit */
+#define DS_OAI_MAX_MESSAGES 4096
 
 typedef struct {
     ds_oai_kind kind;
@@ -55,5 +58,11 @@ typedef struct {
 /* Returns 0, or -1 with err filled (always a 400) and *out left empty. */
 int ds_oai_request_parse(const char *body, size_t len, ds_oai_kind kind, ds_oai_request *out, ds_oai_error *err);
 void ds_oai_request_free(ds_oai_request *r);
+
+/* The chat template's render context for a parsed chat request: messages,
+ * tools (unless tool_choice is none), add_generation_prompt, the end token's
+ * text, then chat_template_kwargs merged over them. Returns NULL with e
+ * filled when the kwargs cannot be merged. */
+cJSON *ds_oai_template_context(const ds_oai_request *r, const char *eos_text, ds_err *e);
 
 #endif

@@ -9,11 +9,17 @@
 
 #include "tokenizer/utf8.h"
 
+cJSON *ds_oai_text(const char *s) {
+    size_t n = strlen(s);
+    if (ds_utf8_valid_prefix((const uint8_t *)s, n) == n) return cJSON_CreateString(s);
+    return ds_oai_token_string(s, n, NULL);
+}
+
 char *ds_oai_error_json(int status, const char *type, const char *param, const char *message) {
     cJSON *o = cJSON_CreateObject(), *e = cJSON_AddObjectToObject(o, "error");
-    cJSON_AddStringToObject(e, "message", message);
+    cJSON_AddItemToObject(e, "message", ds_oai_text(message));
     cJSON_AddStringToObject(e, "type", type);
-    if (param && param[0]) cJSON_AddStringToObject(e, "param", param);
+    if (param && param[0]) cJSON_AddItemToObject(e, "param", ds_oai_text(param));
     else cJSON_AddNullToObject(e, "param");
     cJSON_AddNumberToObject(e, "code", status);
     char *s = cJSON_PrintUnformatted(o);

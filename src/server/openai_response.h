@@ -9,7 +9,13 @@
 #include <stddef.h>
 #include <stdint.h>
 
-/* {"error": {"message", "type", "param", "code"}} as text (caller frees). */
+/* A JSON string of s made well-formed UTF-8 by the repair rule (tokenizer/utf8.h):
+ * messages quote what the client sent, which may be any bytes, and may cut a
+ * quote in the middle of a character; JSON text must be UTF-8. */
+cJSON *ds_oai_text(const char *s);
+
+/* {"error": {"message", "type", "param", "code"}} as text (caller frees); message and param
+ * pass through ds_oai_text. */
 char *ds_oai_error_json(int status, const char *type, const char *param, const char *message);
 
 /* {"id", "object", "created", "model", "choices": []}; returns the choices array in *choices. */

@@ -24,9 +24,12 @@ typedef struct {
     int n_threads;                /* compute threads (0: one per core) */
     int ctx;                      /* 0: the model's trained context */
     size_t max_body_bytes;        /* larger bodies get 413 */
-    int fault_after;              /* > 0: the Nth request's model call fails (test hook) */
-    int fault_every;              /* > 0: every Nth request's model call fails (test hook) */
-    int fault_at_token;           /* with the two above: fail after this many tokens (0: the first call) */
+    /* test hooks: the chosen engine requests (one per choice, counted from 1)
+     * get a fault (ds_request_params.fault) */
+    int fault_after;              /* > 0: the Nth request's model call fails */
+    int fault_every;              /* > 0: every Nth request's model call fails */
+    int fault_at_token;           /* with the two above: the first call once this many tokens came */
+    ds_fault_phase fault_phase;   /* with the two above: which call (DS_FAULT_ANY: the first one) */
     double drain_timeout_s;       /* SIGTERM: running requests get this long to finish */
 } ds_server_config;
 

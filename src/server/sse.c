@@ -3,6 +3,8 @@
 
 #include <stdlib.h>
 
+#include "server/openai_response.h"
+
 void ds_sse_data(ds_sb *out, const cJSON *obj) {
     char *s = cJSON_PrintUnformatted(obj);
     if (!s) { out->oom = 1; return; }
@@ -16,7 +18,7 @@ void ds_sse_done(ds_sb *out) { ds_sb_puts(out, "data: [DONE]\n\n"); }
 
 void ds_sse_error(ds_sb *out, const char *type, const char *message) {
     cJSON *o = cJSON_CreateObject(), *err = cJSON_AddObjectToObject(o, "error");
-    cJSON_AddStringToObject(err, "message", message);
+    cJSON_AddItemToObject(err, "message", ds_oai_text(message));
     cJSON_AddStringToObject(err, "type", type);
     cJSON_AddNullToObject(err, "param");
     cJSON_AddNumberToObject(err, "code", 500);

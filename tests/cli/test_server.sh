@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # End-to-end checks of `deltaserve serve`: starts real servers on 127.0.0.1
 # (free ports) with the tiny model and runs tests/server/e2e.mjs (the official
-# openai client plus raw HTTP) against them in four modes: main, queue (429),
-# fault (engine failures) and drain (SIGTERM). Prints ok/FAIL lines and
+# openai client plus raw HTTP) against them in five modes: main, queue (429),
+# fault (engine failures), fault-phase (one request of a busy batch fails in a
+# prefill, decode or verify step) and drain (SIGTERM). Prints ok/FAIL lines and
 # "RESULT passed=N failed=M". Env: DS_BIN, DS_TMP, DS_ROOT (tests/run.sh).
 set -u
 : "${DS_BIN:?}" "${DS_TMP:?}" "${DS_ROOT:?}"
@@ -20,6 +21,7 @@ trap cleanup EXIT
 start() {
     local name=$1; shift
     local log="$DS_TMP/server-$name.log"
+    : >"$log"   # the server writes it from the background: it must exist before the first look
     "$DS_BIN" serve -m "$model" --port 0 --api-key "$key" --served-model-name tiny --threads 2 "$@" >"$log" 2>&1 &
     pid=$!
     pids+=("$pid")
@@ -66,9 +68,28 @@ if ! [ -d "$DS_ROOT/tests/server/node_modules/openai" ]; then
     echo "RESULT passed=$passed failed=$failed"; exit 1
 fi
 
-if start main --max-body-kb 64; then
+# listens on 127.0.0.1 only (no --host given): the socket in /proc/net/tcp, none in tcp6
+listens_on_loopback() {
+    local hex
+    hex=$(printf '%04X' "$port")
+    if grep -qE "^ *[0-9]+: 0100007F:$hex 00000000:0000 0A " /proc/net/tcp &&
+       ! grep -qE "^ *[0-9]+: [0-9A-F]+:$hex [0-9A-F]+:0000 0A " /proc/net/tcp6 2>/dev/null &&
+       [ "$(grep -cE "^ *[0-9]+: [0-9A-F]+:$hex [0-9A-F]+:0000 0A " /proc/net/tcp)" -eq 1 ]; then
+        ok "default bind is 127.0.0.1 only"
+    else
+        bad "default bind is 127.0.0.1 only" "$(grep -E ":$hex " /proc/net/tcp /proc/net/tcp6 2>/dev/null | head -n 3)"
+    fi
+}
+
+if start main --max-body-kb 256; then
+    listens_on_loopback
     suite main
     stop main
+    # the key (right and wrong ones were sent) and the prompts stay out of the log
+    if grep -qF -- "$key" "$DS_TMP/server-main.log"; then bad "the API key is never logged" "found in the log"
+    else ok "the API key is never logged"; fi
+    if grep -q "prompt-marker" "$DS_TMP/server-main.log"; then bad "prompts are not logged" "found in the log"
+    else ok "prompts are not logged"; fi
 fi
 if start queue --max-queue 1 --max-running 1 --no-prefix-cache; then
     suite queue
@@ -78,6 +99,13 @@ if DS_FAULT_EVERY=1 DS_FAULT_AT_TOKEN=3 start fault; then
     suite fault
     stop fault
 fi
+# one request fails in a prefill, decode or verify step while others run (e2e.mjs fault-phase)
+for phase in prefill decode verify; do
+    if DS_FAULT_EVERY=3 DS_FAULT_PHASE=$phase start "fault-$phase"; then
+        DS_FAULT_PHASE=$phase suite fault-phase
+        stop "fault-$phase"
+    fi
+done
 if start drain; then
     suite drain
     for _ in $(seq 1 100); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
@@ -87,6 +115,7 @@ fi
 # the default model next to the binary (what `make run` serves)
 if [ -f "$(dirname "$DS_BIN")/models/default.gguf" ]; then
     log="$DS_TMP/server-default.log"
+    : >"$log"
     "$DS_BIN" serve --port 0 >"$log" 2>&1 & pid=$!; pids+=("$pid")
     for _ in $(seq 1 100); do grep -q "ready:" "$log" && break; sleep 0.1; done
     grep -q "ready: model 'default'" "$log" && ok "serve without -m serves models/default.gguf" || bad "serve without -m" "$(tail -n 3 "$log")"

@@ -2,7 +2,9 @@
 // Env: DS_URL (http://127.0.0.1:PORT), DS_KEY (its API key), DS_MODEL (served name),
 //      DS_MODE: "main" (everything on the main server), "queue" (a server with
 //      --max-queue 1 --max-running 1), "fault" (DS_FAULT_EVERY=1 DS_FAULT_AT_TOKEN=3),
-//      "drain" (SIGTERM DS_SERVER_PID while a stream runs).
+//      "drain" (SIGTERM DS_SERVER_PID while a stream runs), "fault-phase" (DS_FAULT_EVERY=3
+//      DS_FAULT_PHASE=$DS_FAULT_PHASE: requests 3 and 6 fail in a prefill, decode or verify step
+//      while other requests run).
 // Prints "ok NAME" / "FAIL NAME: why" lines and "RESULT passed=N failed=M".
 import OpenAI from 'openai';
 import http from 'node:http';
@@ -18,21 +20,27 @@ async function t(name, fn) {
   catch (e) { console.log(`FAIL ${name}: ${e && e.stack ? e.stack.split('\n').slice(0, 3).join(' | ') : e}`); failed++; }
 }
 
-// raw HTTP: returns {status, headers, body}
+// raw HTTP: returns {status, headers, body, utf8} (utf8: the body's bytes are well-formed UTF-8);
+// body: a string, bytes (a Buffer, sent as they are) or an object (sent as JSON)
+const utf8 = new TextDecoder('utf-8', { fatal: true });
 function raw(method, path, body, headers = {}) {
   return new Promise((resolve, reject) => {
     const u = new URL(URL_ + path);
     const h = { ...headers };
     if (body !== undefined && !('Content-Type' in h)) h['Content-Type'] = 'application/json';
     const req = http.request({ host: u.hostname, port: u.port, path: u.pathname, method, headers: h }, (res) => {
-      let data = '';
-      res.setEncoding('utf8');
-      res.on('data', (c) => (data += c));
-      res.on('end', () => resolve({ status: res.statusCode, headers: res.headers, body: data }));
+      const parts = [];
+      res.on('data', (c) => parts.push(c));
+      res.on('end', () => {
+        const bytes = Buffer.concat(parts);
+        let ok = true;
+        try { utf8.decode(bytes); } catch { ok = false; }
+        resolve({ status: res.statusCode, headers: res.headers, body: bytes.toString('utf8'), utf8: ok });
+      });
       res.on('error', reject);
     });
     req.on('error', reject);
-    if (body !== undefined) req.write(typeof body === 'string' ? body : JSON.stringify(body));
+    if (body !== undefined) req.write(typeof body === 'string' || Buffer.isBuffer(body) ? body : JSON.stringify(body));
     req.end();
   });
 }
@@ -242,16 +250,34 @@ async function mainSuite() {
     ['token id outside the vocabulary', '/v1/completions', { prompt: [1, 99999999], max_tokens: 2 }, 400, 'prompt'],
     ['echo unsupported', '/v1/completions', { prompt: 'x', echo: true }, 400, 'echo'],
     ['unknown model', '/v1/chat/completions', chatBody({ model: 'no-such-model' }), 404, 'model'],
+    ['too many messages', '/v1/chat/completions', { messages: Array(4097).fill({ role: 'user', content: 'x' }), max_tokens: 1 }, 400, 'messages'],
+    // invalid UTF-8 quoted in an error: the error body is still well-formed UTF-8
+    ['a role of invalid UTF-8', '/v1/chat/completions', Buffer.from('{"messages":[{"role":"us\xffer\xe2\x82","content":"x"}]}', 'latin1'), 400, 'messages[0].role'],
+    ['a model name cut inside a character', '/v1/chat/completions', { ...chatBody(), model: 'é'.repeat(100) + 'x' }, 404, 'model'],
   ];
   for (const [name, path, body, status, param] of bad) {
     await t(`bad input: ${name} -> ${status}`, async () => {
       const r = await raw('POST', path, body, auth);
       check(r.status === status, `status ${r.status}: ${r.body}`);
+      check(r.utf8, `the error body is not UTF-8: ${r.body}`);
       const e = JSON.parse(r.body).error;
       check(e && typeof e.message === 'string' && e.message.length > 0, 'error body');
       if (param) check(e.param === param, `param ${e.param}`);
     });
   }
+  await t('invalid UTF-8 in a prompt is repaired, the answer is complete and UTF-8', async () => {
+    for (const [path, text] of [['/v1/chat/completions', '{"messages":[{"role":"user","content":"caf\xe9 \xff\xfe \xf0\x9f\x98 end"}],"max_tokens":5,"ignore_eos":true}'],
+      ['/v1/completions', '{"prompt":"\xc3(\xa0\xa1 \xed\xa0\x80","max_tokens":5,"ignore_eos":true,"stream":true}']]) {
+      const r = await raw('POST', path, Buffer.from(text, 'latin1'), auth);
+      check(r.status === 200 && r.utf8, `${path}: ${r.status} ${r.body.slice(0, 200)}`);
+      if (path.endsWith('chat/completions')) check(JSON.parse(r.body).usage.completion_tokens === 5, r.body);
+      else check(parseSSE(r.body).pop().data === '[DONE]', r.body.slice(-200));
+    }
+  });
+  await t('prompts are not logged (the shell checks the log for this one)', async () => {
+    const r = await client.chat.completions.create({ model: MODEL, messages: [{ role: 'user', content: `prompt-marker-${KEY}-sensitive` }], max_tokens: 2 });
+    check(r.choices.length === 1, 'answer');
+  });
   await t('bad input: missing key -> 401', async () => {
     const r = await raw('POST', '/v1/chat/completions', chatBody());
     check(r.status === 401, r.status);
@@ -264,7 +290,7 @@ async function mainSuite() {
     check(r2.status === 401, r2.status);
   });
   await t('bad input: body over the limit -> 413', async () => {
-    const r = await raw('POST', '/v1/chat/completions', '{"x":"' + 'a'.repeat(200 * 1024) + '"}', auth);
+    const r = await raw('POST', '/v1/chat/completions', '{"x":"' + 'a'.repeat(300 * 1024) + '"}', auth);
     check(r.status === 413, r.status);
   });
   await t('bad input: unknown route -> 404, wrong method -> 405', async () => {
@@ -311,6 +337,24 @@ async function mainSuite() {
   }
 }
 
+// Once nothing is in flight every completion request has exactly one outcome.
+async function outcomesAddUp(name) {
+  await t(name, async () => {
+    let m, sum;
+    for (let i = 0; i < 100; i++) {
+      m = await metrics();
+      sum = m['deltaserve:request_success_total'] + m['deltaserve:request_client_aborts_total'] +
+        m['deltaserve:requests_rejected_total'] + m['deltaserve:requests_failed_total'];
+      if (m['deltaserve:requests_started_total'] === sum && m['vllm:num_requests_running'] === 0) break;
+      await sleep(20);
+    }
+    check(m['deltaserve:requests_started_total'] > 0, 'nothing started');
+    check(m['deltaserve:requests_started_total'] === sum, `started ${m['deltaserve:requests_started_total']} != ` +
+      `success ${m['deltaserve:request_success_total']} + aborts ${m['deltaserve:request_client_aborts_total']} + ` +
+      `rejected ${m['deltaserve:requests_rejected_total']} + failed ${m['deltaserve:requests_failed_total']}`);
+  });
+}
+
 async function queueSuite() {
   await t('queue full -> 429 with Retry-After', async () => {
     const ac = new AbortController();
@@ -348,7 +392,7 @@ async function faultSuite() {
   await t('the openai client raises on the stream error', async () => {
     let threw = false;
     try {
-      const s = await client.chat.completions.create({ ...chatBody({ max_tokens: 20 }), stream: true });
+      const s = await client.chat.completions.create({ ...chatBody({ max_tokens: 20, ignore_eos: true }), stream: true });
       for await (const _ of s) { /* drain */ }
     } catch (e) { threw = true; }
     check(threw, 'no exception');
@@ -356,6 +400,96 @@ async function faultSuite() {
   await t('engine errors are counted', async () => {
     const r = await raw('GET', '/metrics');
     check(/deltaserve:request_errors_total\{[^}]*kind="engine"\} [1-9]/.test(r.body), 'engine');
+  });
+}
+
+// A streamed request over raw HTTP: resolves {status, events, raw, done} at the end; `started`
+// resolves at the first body bytes (the engine has the request by then).
+function streamRaw(path, body) {
+  let started;
+  const startedP = new Promise((r) => (started = r));
+  const end = new Promise((resolve, reject) => {
+    const u = new URL(URL_ + path);
+    const req = http.request({ host: u.hostname, port: u.port, path: u.pathname, method: 'POST',
+      headers: { ...auth, 'Content-Type': 'application/json' } }, (res) => {
+      let data = '';
+      res.setEncoding('utf8');
+      res.on('data', (c) => { data += c; started(); });
+      res.on('end', () => { started(); resolve({ status: res.statusCode, body: data, events: res.statusCode === 200 ? parseSSE(data) : [], endedAt: Date.now() }); });
+      res.on('error', reject);
+    });
+    req.on('error', reject);
+    req.end(JSON.stringify(body));
+  });
+  return { started: startedP, end };
+}
+
+// A streamed answer that is complete: chunks, a finish_reason for its choice, usage equal to
+// max_tokens (ignore_eos), [DONE] last, no error event.
+function checkCompleteStream(r, maxTokens, what) {
+  check(r.status === 200, `${what}: status ${r.status}: ${r.body.slice(0, 200)}`);
+  check(!r.events.some((e) => e.event === 'error'), `${what}: error event ${r.body.slice(-300)}`);
+  check(r.events.length > 0 && r.events[r.events.length - 1].data === '[DONE]', `${what}: no [DONE] at the end`);
+  const chunks = r.events.filter((e) => e.data !== '[DONE]').map((e) => JSON.parse(e.data));
+  const fin = chunks.filter((c) => c.choices && c.choices[0] && c.choices[0].finish_reason).map((c) => c.choices[0].finish_reason);
+  check(fin.length === 1 && fin[0] === 'length', `${what}: finish_reason ${fin}`);
+  const usage = chunks.filter((c) => c.usage);
+  check(usage.length === 1 && usage[0].usage.completion_tokens === maxTokens, `${what}: usage ${JSON.stringify(usage.map((c) => c.usage))}`);
+}
+
+async function faultPhaseSuite() {
+  const phase = process.env.DS_FAULT_PHASE;
+  // requests 3 and 6 (counted by the server from 1) get the fault; the others are its busy batch
+  const bg = (n) => ({ model: MODEL, prompt: `background request ${n} `.repeat(8), max_tokens: 300, ignore_eos: true,
+    stream: true, stream_options: { include_usage: true }, temperature: 1, seed: n });
+  // prefill: a prompt longer than one prefill chunk; decode: sampling (drafts pause once the random
+  // MTP head is rejected, then plain decodes follow); verify: greedy, whose first decode verifies drafts
+  const faulted = (stream) => ({ model: MODEL, messages: [{ role: 'user', content: (phase === 'prefill' ? 'a long prompt to prefill '.repeat(60) : 'the faulty one') }],
+    max_tokens: 64, ignore_eos: true, temperature: phase === 'verify' ? 0 : 1, seed: 11, stream });
+  const want = `injected fault in a ${phase} step`;
+  await t(`fault in a ${phase} step: that request fails visibly, the busy batch finishes`, async () => {
+    const a = streamRaw('/v1/completions', bg(1)); await a.started;
+    const b = streamRaw('/v1/chat/completions', { ...bg(2), messages: [{ role: 'user', content: 'background chat' }], prompt: undefined });
+    await b.started;
+    const f1 = await raw('POST', '/v1/chat/completions', faulted(false), auth);   // request 3
+    const f1At = Date.now();
+    check(f1.status === 500, `non-streaming: status ${f1.status}: ${f1.body}`);
+    const e1 = JSON.parse(f1.body).error;
+    check(e1.type === 'server_error' && e1.message.includes(want), `non-streaming: ${f1.body}`);
+    const c = streamRaw('/v1/completions', bg(4)); await c.started;
+    const d = raw('POST', '/v1/completions', { ...bg(5), stream: false, stream_options: undefined }, auth);
+    for (let i = 0; i < 500 && (await metrics())['vllm:num_requests_running'] < 4; i++) await sleep(5);   // request 5 is in (no way to see its first byte)
+    const f2 = await streamRaw('/v1/chat/completions', faulted(true)).end;   // request 6
+    if (phase === 'prefill') {
+      // nothing was generated before the failure: an error status, as for a non-streamed request
+      check(f2.status === 500 && JSON.parse(f2.body).error.message.includes(want), `streaming: ${f2.status} ${f2.body}`);
+    } else {
+      check(f2.status === 200, `streaming: status ${f2.status}`);
+      const err = f2.events.filter((e) => e.event === 'error');
+      check(err.length === 1 && JSON.parse(err[0].data).error.message.includes(want), `streaming: ${f2.body.slice(-400)}`);
+      check(!f2.events.some((e) => e.data === '[DONE]'), 'streaming: [DONE] after the error');
+      check(!f2.events.some((e) => e.data.includes('"finish_reason":"') ), 'streaming: a finish_reason before the error');
+    }
+    const [ra, rb, rc, rd] = await Promise.all([a.end, b.end, c.end, d]);
+    // the faulty requests failed while the others were still generating
+    check(ra.endedAt > f1At && rb.endedAt > f1At, 'requests 1 and 2 had ended before request 3 failed');
+    checkCompleteStream(ra, 300, 'request 1');
+    checkCompleteStream(rb, 300, 'request 2');
+    checkCompleteStream(rc, 300, 'request 4');
+    check(rd.status === 200, `request 5: ${rd.status} ${rd.body.slice(0, 200)}`);
+    const j = JSON.parse(rd.body);
+    check(j.choices[0].finish_reason === 'length' && j.usage.completion_tokens === 300, `request 5: ${JSON.stringify(j.usage)}`);
+  });
+  await t(`fault in a ${phase} step: pools back, failures counted`, async () => {
+    let m;
+    for (let i = 0; i < 100; i++) {
+      m = await metrics();
+      if (m['vllm:num_requests_running'] === 0 && m['deltaserve:state_slots_used'] === 0) break;
+      await sleep(20);
+    }
+    check(m['vllm:num_requests_running'] === 0 && m['deltaserve:state_slots_used'] === 0, 'requests left running');
+    check(m['deltaserve:requests_failed_total'] === 2 && m['deltaserve:request_success_total'] === 4,
+      `failed ${m['deltaserve:requests_failed_total']}, success ${m['deltaserve:request_success_total']}`);
   });
 }
 
@@ -381,8 +515,9 @@ async function drainSuite() {
   });
 }
 
-if (MODE === 'main') await mainSuite();
-else if (MODE === 'queue') await queueSuite();
-else if (MODE === 'fault') await faultSuite();
+if (MODE === 'main') { await mainSuite(); await outcomesAddUp('metrics: started = success + aborts + rejected + failed'); }
+else if (MODE === 'queue') { await queueSuite(); await outcomesAddUp('metrics: outcomes add up after 429s'); }
+else if (MODE === 'fault') { await faultSuite(); await outcomesAddUp('metrics: outcomes add up after engine failures'); }
 else if (MODE === 'drain') await drainSuite();
+else if (MODE === 'fault-phase') { await faultPhaseSuite(); await outcomesAddUp('metrics: outcomes add up after faults in a busy batch'); }
 console.log(`RESULT passed=${passed} failed=${failed}`);

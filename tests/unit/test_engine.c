@@ -7,7 +7,10 @@
  *   - preemption under a KV budget too small for all: every request finishes,
  *     with the same tokens as without pressure;
  *   - aborts (waiting, mid-prefill, mid-decode) and leaks: pools back to
- *     their baseline once everything has ended. */
+ *     their baseline once everything has ended;
+ *   - injected faults (the test hook) at prefill, decode and verify: the one
+ *     request fails with the phase named, the rest of its batch gives the same
+ *     tokens as a run without the fault. */
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -34,12 +37,15 @@ typedef struct {
     int index;
 } ctx;
 
+static char last_error[256];
+
 static ctx ctxs[MAXREQ];
 
 static void on_event(const ds_event *ev, void *user) {
     ctx *c = user;
     results *r = c->res;
     if (ev->finished) {
+        if (ev->error) snprintf(last_error, sizeof last_error, "%s", ev->error);
         r->reason[c->index] = ev->reason;
         r->n_cached[c->index] = ev->n_cached;
         r->done++;
@@ -317,6 +323,58 @@ static void test_fault_hits_one_request(void) {
     unload(&l);
 }
 
+/* One request of eight gets a fault for a phase; all run together, greedy (so
+ * they draft with the MTP head and verify; once the random head has been
+ * rejected a few times drafting pauses and plain decodes follow). */
+static void test_fault_phases(void) {
+    loaded l;
+    REQUIRE(load("tiny", &l) == 0, "load");
+    make_workload(&W, 8, 23);
+    ds_engine_params ep;
+    ds_engine_defaults(&ep);
+    ds_sampling_params sp;
+    greedy(&sp);
+    static const ds_fault_phase PHASES[] = {DS_FAULT_NONE, DS_FAULT_PREFILL, DS_FAULT_DECODE, DS_FAULT_VERIFY, DS_FAULT_ANY};
+    static const char *const WORDS[] = {"", "prefill step", "decode step", "verify step", "injected fault"};
+    ds_engine_stats st;
+    for (int p = 0; p < 5; p++) {
+        results *res = p == 0 ? &B : &A;
+        ds_engine *eng;
+        ds_err e = {0};
+        REQUIRE(ds_engine_new(l.model, &ep, &eng, &e) == DS_OK, "%s", e.msg);
+        memset(res, 0, sizeof *res);
+        last_error[0] = 0;
+        for (int i = 0; i < 8; i++) {
+            ctxs[i] = (ctx){res, i};
+            ds_request_params rp = {.prompt = W.toks[i], .n_prompt = W.len[i], .max_tokens = 20, .ignore_eos = 1,
+                                    .sampling = sp, .on_event = on_event, .user = &ctxs[i]};
+            if (i == 3) rp.fault = PHASES[p];
+            REQUIRE(ds_engine_submit(eng, &rp, &e), "%s", e.msg);
+        }
+        while (ds_engine_step(eng)) {}
+        ds_engine_stats_get(eng, &st);
+        ds_engine_free(eng);
+        if (p == 0) {
+            CHECK(st.spec_verify_steps > 0, "no verify steps: the test needs speculation");
+            continue;
+        }
+        for (int i = 0; i < 8; i++) {
+            if (i == 3) {
+                CHECK(res->reason[i] == DS_FINISH_ERROR, "phase %d: the faulty request ended with %d", p, res->reason[i]);
+                CHECK(strstr(last_error, WORDS[p]) != NULL, "phase %d: error '%s'", p, last_error);
+                continue;
+            }
+            CHECK(res->reason[i] == DS_FINISH_LENGTH && res->n_out[i] == 20, "phase %d: request %d ended with %d after %d",
+                  p, i, res->reason[i], res->n_out[i]);
+            CHECK(!memcmp(res->out[i], B.out[i], sizeof B.out[i]), "phase %d: request %d gave other tokens", p, i);
+        }
+        CHECK(st.running == 0 && st.waiting == 0 && st.failed == 1 && st.finished == 7, "phase %d: failed %lld finished %lld",
+              p, (long long)st.failed, (long long)st.finished);
+        CHECK(st.state_slots_used == 0, "phase %d: %d state slots left", p, st.state_slots_used);
+    }
+    unload(&l);
+}
+
 static void test_refuses_what_cannot_run(void) {
     loaded l;
     REQUIRE(load("tiny", &l) == 0, "load");
@@ -343,15 +401,63 @@ static void test_refuses_what_cannot_run(void) {
     unload(&l);
 }
 
+/* Requests with one long shared prefix, all arriving in the same step: the
+ * first is prefilled alone up to the shared point, the others wait and resume
+ * there, so the prefix is computed once; outputs equal the cache-off run. */
+static void test_shared_arrivals(const char *shape) {
+    loaded l;
+    REQUIRE(load(shape, &l) == 0, "load");
+    enum { N = 16, PREFIX = 320, OWN = 20 };
+    uint32_t x = 5;
+    for (int r = 0; r < N; r++) {
+        for (int i = 0; i < PREFIX + OWN; i++) {
+            x = x * 1664525u + 1013904223u;
+            W.toks[r][i] = r == 0 || i >= PREFIX ? (int32_t)((x >> 8) % 1000) : W.toks[0][i];
+        }
+        W.toks[r][PREFIX] = (int32_t)(r * 7 + 1); /* the turns differ from their first token */
+        W.len[r] = PREFIX + OWN;
+    }
+    ds_sampling_params sp;
+    greedy(&sp);
+    ds_engine_params off, on;
+    ds_engine_defaults(&off);
+    off.prefix_cache = 0;
+    off.max_running = N;
+    on = off;
+    on.prefix_cache = 1;
+    ds_engine_stats so, sn;
+    REQUIRE(run(l.model, &off, &W, N, N, 8, &sp, &A, &so) == 0, "cache off");
+    REQUIRE(run(l.model, &on, &W, N, N, 8, &sp, &B, &sn) == 0, "cache on");
+    int same = 0;
+    for (int r = 0; r < N; r++)
+        same += A.n_out[r] == 8 && B.n_out[r] == 8 && memcmp(A.out[r], B.out[r], sizeof A.out[r]) == 0;
+    printf("     %s: %d/%d identical; prefill %lld tokens with the cache, %lld without; %lld hit\n", shape, same, N,
+           (long long)sn.prompt_tokens, (long long)so.prompt_tokens, (long long)sn.prefix_hit_tokens);
+    CHECK(same == N, "%s: %d of %d requests differ with the cache on", shape, N - same, N);
+    CHECK(sn.prefix_hit_tokens >= (int64_t)(N - 1) * PREFIX, "%s: %lld tokens hit, expected %d", shape,
+          (long long)sn.prefix_hit_tokens, (N - 1) * PREFIX);
+    CHECK(sn.prompt_tokens <= PREFIX + (int64_t)N * OWN, "%s: prefilled %lld tokens", shape,
+          (long long)sn.prompt_tokens);
+    CHECK(sn.state_slots_used == 0, "%s: state slots not back to baseline", shape);
+    unload(&l);
+}
+
+static void test_shared_prefix_computed_once(void) {
+    test_shared_arrivals("tiny");
+    test_shared_arrivals("tiny-qwen3");
+}
+
 int main(void) {
     snprintf(tmpdir, sizeof tmpdir, "/tmp/ds-engine-XXXXXX");
     if (!mkdtemp(tmpdir)) return 1;
     RUN(test_refuses_what_cannot_run);
     RUN(test_fault_hits_one_request);
+    RUN(test_fault_phases);
     RUN(test_aborts_free_everything);
     RUN(test_batch_invariance);
     RUN(test_preemption_keeps_outputs);
     RUN(test_cache_on_off_identical);
+    RUN(test_shared_prefix_computed_once);
     char cmd[600];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);
     if (system(cmd) != 0) printf("could not remove %s\n", tmpdir);

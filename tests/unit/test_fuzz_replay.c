@@ -30,6 +30,9 @@
 #define LLVMFuzzerTestOneInput fuzz_server_stream_one
 #include "../../fuzz/fuzz_server_stream.c"
 #undef LLVMFuzzerTestOneInput
+#define LLVMFuzzerTestOneInput fuzz_openai_request_one
+#include "../../fuzz/fuzz_openai_request.c"
+#undef LLVMFuzzerTestOneInput
 
 typedef struct {
     const char *name;
@@ -43,6 +46,7 @@ static const replay_target TARGETS[] = {
     {"fuzz_tokenizer", fuzz_tokenizer_one},
     {"fuzz_chat_template", fuzz_chat_template_one},
     {"fuzz_server_stream", fuzz_server_stream_one},
+    {"fuzz_openai_request", fuzz_openai_request_one},
 };
 
 static int cmp_str(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }

@@ -1,0 +1,124 @@
+/* fuzz_openai_request.c - an HTTP request body to parameters
+ * (server/openai_request.h), as the server does it before the engine.
+ * Input: one byte of settings (bit 0: /v1/completions instead of chat;
+ * bit 1: render the chat template on a parsed chat request), then the body.
+ * Invariants:
+ *   - a refusal has a message, and its error body (the 400 the server sends)
+ *     is well-formed UTF-8 JSON that parses back;
+ *   - an accepted request has every field in the range the server relies on
+ *     (n, max_tokens, stop strings, sampling numbers, logprobs, messages or
+ *     the prompt), and its template context builds and renders or fails
+ *     with a message. */
+#include <math.h>
+#include <string.h>
+
+#include "fuzz.h"
+#include "server/jinja.h"
+#include "server/openai_request.h"
+#include "server/openai_response.h"
+#include "tokenizer/default_chat_template.h"
+#include "tokenizer/utf8.h"
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+static ds_jinja *or_template;
+
+static void or_check_error(const ds_oai_error *err) {
+    FUZZ_CHECK(err->message[0] != 0, "a refusal without a message (param '%s')", err->param);
+    char *body = ds_oai_error_json(400, "invalid_request_error", err->param, err->message);
+    FUZZ_CHECK(body != NULL, "no error body");
+    size_t n = strlen(body);
+    FUZZ_CHECK(ds_utf8_valid_prefix((const uint8_t *)body, n) == n, "the error body is not UTF-8: %s", body);
+    cJSON *back = cJSON_Parse(body);
+    FUZZ_CHECK(cJSON_IsObject(cJSON_GetObjectItemCaseSensitive(back, "error")), "the error body does not parse back");
+    cJSON_Delete(back);
+    free(body);
+}
+
+static void or_check_request(const ds_oai_request *r, ds_oai_kind kind, int render) {
+    const ds_sampling_params *sp = &r->sampling;
+    FUZZ_CHECK(r->kind == kind, "kind");
+    FUZZ_CHECK(r->n >= 1 && r->n <= DS_OAI_MAX_N, "n = %d", r->n);
+    FUZZ_CHECK(r->max_tokens == -1 || (r->max_tokens >= 1 && r->max_tokens <= (1 << 30)), "max_tokens = %d", r->max_tokens);
+    FUZZ_CHECK(r->n_stop >= 0 && r->n_stop <= DS_OAI_MAX_STOP, "%d stop strings", r->n_stop);
+    for (int i = 0; i < r->n_stop; i++) FUZZ_CHECK(r->stop[i] && r->stop[i][0], "stop string %d empty", i);
+    FUZZ_CHECK(isfinite(sp->temperature) && sp->temperature >= 0 && sp->temperature <= 2, "temperature %g", sp->temperature);
+    FUZZ_CHECK(sp->top_p > 0 && sp->top_p <= 1, "top_p %g", sp->top_p);
+    FUZZ_CHECK(sp->min_p >= 0 && sp->min_p <= 1, "min_p %g", sp->min_p);
+    FUZZ_CHECK(sp->top_k >= 0, "top_k %d", sp->top_k);
+    FUZZ_CHECK(sp->repetition_penalty > 0 && sp->repetition_penalty <= 10, "repetition_penalty %g", sp->repetition_penalty);
+    FUZZ_CHECK(fabsf(sp->presence_penalty) <= 2 && fabsf(sp->frequency_penalty) <= 2, "penalties");
+    FUZZ_CHECK(r->top_logprobs >= 0 && r->top_logprobs <= 20, "top_logprobs %d", r->top_logprobs);
+    FUZZ_CHECK(!r->include_usage || r->stream, "include_usage without stream");
+    if (kind == DS_OAI_COMPLETION) {
+        FUZZ_CHECK((r->prompt != NULL) != (r->prompt_ids != NULL), "prompt text and ids");
+        FUZZ_CHECK(r->prompt || r->n_prompt_ids > 0, "no prompt ids");
+        for (int i = 0; i < r->n_prompt_ids; i++) FUZZ_CHECK(r->prompt_ids[i] >= 0, "negative token id");
+        FUZZ_CHECK(!r->messages, "messages in a completion");
+        return;
+    }
+    int n = cJSON_GetArraySize(r->messages);
+    FUZZ_CHECK(cJSON_IsArray(r->messages) && n >= 1 && n <= DS_OAI_MAX_MESSAGES, "%d messages", n);
+    const cJSON *m;
+    cJSON_ArrayForEach(m, r->messages) {
+        const cJSON *role = cJSON_GetObjectItemCaseSensitive(m, "role");
+        FUZZ_CHECK(cJSON_IsString(role), "a message without a role");
+        const char *rl = role->valuestring;
+        FUZZ_CHECK(!strcmp(rl, "system") || !strcmp(rl, "user") || !strcmp(rl, "assistant") || !strcmp(rl, "tool"),
+                   "role '%s' reaches the template", rl);
+        FUZZ_CHECK(cJSON_IsString(cJSON_GetObjectItemCaseSensitive(m, "content")), "content is not a string");
+        int n_role = 0, n_content = 0, n_calls = 0;
+        const cJSON *kv;
+        cJSON_ArrayForEach(kv, m) {
+            n_role += kv->string && !strcmp(kv->string, "role");
+            n_content += kv->string && !strcmp(kv->string, "content");
+            n_calls += kv->string && !strcmp(kv->string, "tool_calls");
+        }
+        FUZZ_CHECK(n_role == 1 && n_content == 1 && n_calls <= 1, "a message reaches the template with %d roles, "
+                   "%d contents, %d tool_calls", n_role, n_content, n_calls);
+    }
+    FUZZ_CHECK(r->tool_choice == DS_TOOLS_NONE || r->tool_choice == DS_TOOLS_AUTO || r->tools, "tool_choice without tools");
+    FUZZ_CHECK(r->tool_choice != DS_TOOLS_NAMED || r->tool_name, "named tool_choice without a name");
+    if (!render) return;
+    ds_err e = {0};
+    cJSON *ctx = ds_oai_template_context(r, "<|im_end|>", &e);
+    if (!ctx) {
+        FUZZ_CHECK(e.msg[0] != 0, "template context failed without a message");
+        return;
+    }
+    if (!or_template && ds_jinja_compile(DS_DEFAULT_CHAT_TEMPLATE, &or_template, &e) != DS_OK)
+        FUZZ_FAIL("default template: %s", e.msg);
+    ds_jinja_limits lim = ds_jinja_default_limits();
+    lim.max_output = 1u << 20;
+    lim.max_memory = 64u << 20;
+    lim.max_steps = 200000;
+    char *out = NULL;
+    size_t len = 0;
+    if (ds_jinja_render_limited(or_template, ctx, &lim, &out, &len, &e) == DS_OK)
+        FUZZ_CHECK(out && out[len] == 0, "render: bad output");
+    else
+        FUZZ_CHECK(e.msg[0] != 0, "render failed without a message");
+    free(out);
+    cJSON_Delete(ctx);
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+    if (size < 1) return 0;
+    ds_oai_kind kind = data[0] & 1 ? DS_OAI_COMPLETION : DS_OAI_CHAT;
+    int render = (data[0] >> 1) & 1;
+    /* the server hands the parser its body buffer, which is not NUL-terminated */
+    size_t n = size - 1;
+    char *body = malloc(n ? n : 1);
+    if (!body) return 0;
+    if (n) memcpy(body, data + 1, n);
+    ds_oai_request r;
+    ds_oai_error err;
+    if (ds_oai_request_parse(body, n, kind, &r, &err) != 0) {
+        or_check_error(&err);
+    } else {
+        or_check_request(&r, kind, render);
+        ds_oai_request_free(&r);
+    }
+    free(body);
+    return 0;
+}

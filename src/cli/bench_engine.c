@@ -238,7 +238,8 @@ int ds_bench_branch(const char *path, int n_threads, int prefix_len, int json) {
     return code;
 }
 
-/* Time of `reps` forward calls of n tokens at the same positions (DECODE or VERIFY). */
+/* Time of `reps` forward calls of n tokens at the same positions (DECODE, or
+ * VERIFY with the commit of all n tokens that acceptance would do). */
 static double time_calls(ds_model *m, ds_kv_pool *kv, ds_state_pool *st, int pos, int n, int reps) {
     ds_batch_token t[16];
     int32_t pages[64];
@@ -253,7 +254,10 @@ static double time_calls(ds_model *m, ds_kv_pool *kv, ds_state_pool *st, int pos
         for (int i = 0; i < n; i++) t[i] = (ds_batch_token){.token = 5 + i, .seq = 0, .pos = pos + i, .want_logits = 1};
         ds_batch b = {.tokens = t, .n_tokens = n, .seqs = &s, .n_seqs = 1, .logits = logits};
         ds_err e = {0};
-        if (ds_model_forward(m, kv, st, &b, &e)) { fprintf(stderr, "deltaserve bench: %s\n", e.msg); break; }
+        if (ds_model_forward(m, kv, st, &b, &e) || (n > 1 && ds_model_verify_commit(m, st, 0, vs, n, &e))) {
+            fprintf(stderr, "deltaserve bench: %s\n", e.msg);
+            break;
+        }
     }
     free(logits);
     return (ds_now() - t0) / reps;
@@ -308,10 +312,13 @@ int ds_bench_spec(const char *path, int n_threads, int spec_tokens, int n_gen, i
     }
     double acc = sst.spec_drafted ? (double)sst.spec_accepted / (double)sst.spec_drafted : 0.0;
     double mean_len = sst.spec_verify_steps ? (double)sst.spec_accepted / (double)sst.spec_verify_steps : 0.0;
+    double per_draft = sst.spec_compared ? (double)sst.spec_accepted / (double)sst.spec_compared : 0.0;
     if (json) {
         printf("{\"spec_tokens\": %d, \"tg_tok_s\": %.2f, \"tg_tok_s_spec\": %.2f, \"speedup\": %.3f, "
-               "\"verify_cost_ratio\": %.3f, \"acceptance\": %.3f, \"mean_accepted\": %.3f}\n",
-               spec_tokens, tok_s[0], tok_s[1], tok_s[1] / tok_s[0], t_ver / t_dec, acc, mean_len);
+               "\"verify_cost_ratio\": %.3f, \"acceptance\": %.3f, \"draft_acceptance\": %.3f, \"mean_accepted\": %.3f, "
+               "\"drafted\": %lld}\n",
+               spec_tokens, tok_s[0], tok_s[1], tok_s[1] / tok_s[0], t_ver / t_dec, acc, per_draft, mean_len,
+               (long long)sst.spec_drafted);
     } else {
         printf("| %-32s | %12s |\n|----------------------------------|-------------:|\n", "", "");
         printf("| %-32s | %12.2f |\n", "decode tok/s, no speculation", tok_s[0]);
@@ -319,6 +326,8 @@ int ds_bench_spec(const char *path, int n_threads, int spec_tokens, int n_gen, i
         printf("| %-32s | %11.2fx |\n", "speed-up", tok_s[1] / tok_s[0]);
         printf("| %-32s | %11.2fx |\n", "verify of k+1 vs decode of 1", t_ver / t_dec);
         printf("| %-32s | %11.0f%% |\n", "drafts accepted", 100 * acc);
+        printf("| %-32s | %11.0f%% |\n", "accepted of those compared", 100 * per_draft);
+        printf("| %-32s | %12lld |\n", "drafts made", (long long)sst.spec_drafted);
         printf("| %-32s | %12.2f |\n", "mean accepted per verify", mean_len);
     }
     close_model(&bm);

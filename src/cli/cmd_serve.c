@@ -30,6 +30,9 @@ static void usage(FILE *f) {
             "                         prefill tokens between DeltaNet checkpoints of the prefix cache\n"
             "                         (multiple of 64; 0: at prompt ends only; default 512)\n"
             "  --no-prefix-cache      turn the prefix cache off\n"
+            "  --spec-tokens K        MTP drafts per step, at most (default 3; 0 = no speculation;\n"
+            "                         models without an MTP head never speculate)\n"
+            "  --spec-state-mb N      DeltaNet records kept while drafts are verified (default 256)\n"
             "  --max-queue N          waiting requests accepted before 429 (default 0 = unlimited)\n"
             "  --threads N            compute threads (default: one per core)\n"
             "  --ctx N                longest prompt + completion (default: the model's context)\n"
@@ -108,6 +111,8 @@ int ds_cmd_serve(int argc, char **argv) {
             c.engine.checkpoint_interval = (int)n;
         }
         else if (!strcmp(a, "--step-tokens")) { if (ds_arg_int(a, v, 64, 1 << 16, &n)) return 2; c.engine.step_tokens = (int)n; }
+        else if (!strcmp(a, "--spec-tokens")) { if (ds_arg_int(a, v, 0, DS_MAX_SPEC, &n)) return 2; c.engine.spec_tokens = (int)n; }
+        else if (!strcmp(a, "--spec-state-mb")) { if (ds_arg_int(a, v, 0, 1L << 22, &n)) return 2; c.engine.spec_state_bytes = (size_t)n << 20; }
         else if (!strcmp(a, "--max-queue")) { if (ds_arg_int(a, v, 0, 1 << 20, &n)) return 2; c.engine.max_queue = (int)n; }
         else if (!strcmp(a, "--threads")) { if (ds_arg_int(a, v, 0, 1024, &n)) return 2; c.n_threads = (int)n; }
         else if (!strcmp(a, "--ctx")) { if (ds_arg_int(a, v, 16, 1 << 24, &n)) return 2; c.ctx = (int)n; }

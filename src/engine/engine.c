@@ -98,6 +98,7 @@ ds_status ds_engine_new(ds_model *model, const ds_engine_params *params, ds_engi
     /* speculation: drafts need the MTP head's own KV (one layer, same page ids) and verify slots */
     if (!s && n_vslots > 0) {
         g->spec_max = p.spec_tokens < DS_MAX_SPEC ? p.spec_tokens : DS_MAX_SPEC;
+        g->draft_cost = ds_model_draft_cost(model);
         size_t mtp_page = (size_t)p.page_size * (size_t)c->n_head_kv * (size_t)c->head_dim * 2 * sizeof(float);
         s = ds_kv_pool_init(&g->mtp_kv, 1, c->n_head_kv, c->head_dim, p.page_size, mtp_page * (size_t)g->kv.n_pages, e);
         size_t q_bytes = (size_t)p.max_running * (size_t)g->spec_max * (size_t)c->n_vocab * sizeof(float);
@@ -232,7 +233,9 @@ uint64_t ds_engine_submit(ds_engine *g, const ds_request_params *rp, ds_err *e) 
     r->slot = -1;
     r->k = g->spec_max;
     r->qslot = -1;
-    r->accept_ema = 0.5f;
+    /* an optimistic start: a new request drafts the most until its own acceptance says otherwise */
+    r->acc_hits = 1.6f;
+    r->acc_trials = 2.0f;
     r->fault = rp->fault;
     ds_sampler_init(&r->sampler, &rp->sampling);
     pthread_mutex_lock(&g->mu);

@@ -41,7 +41,7 @@ typedef struct {
     int prefix_cache;           /* 0: off */
     int max_queue;              /* waiting requests accepted (0: unlimited) */
     int spec_tokens;            /* MTP drafts per step, at most (0: no speculation; models without an MTP head never speculate) */
-    size_t spec_state_bytes;    /* DeltaNet snapshots kept during verification (k+1 per speculating sequence) */
+    size_t spec_state_bytes;    /* DeltaNet verify records (k+1 slots per speculating sequence) */
 } ds_engine_params;
 
 #define DS_MAX_SPEC 8
@@ -104,6 +104,7 @@ typedef struct {
     int64_t evicted_pages, evicted_checkpoints, preemptions;
     int64_t prompt_tokens, generated_tokens, steps;
     int64_t spec_drafted, spec_accepted, spec_verify_steps; /* MTP drafts made and accepted, verify passes */
+    int64_t spec_compared;        /* drafts compared with the model's choice (up to the first rejection) */
     int64_t spec_accept_hist[9];  /* verify passes by number of drafts accepted (0..DS_MAX_SPEC) */
     int64_t started, finished, aborted, failed;
 } ds_engine_stats;

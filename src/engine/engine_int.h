@@ -35,7 +35,7 @@ typedef struct req {
     int n_vslots;
     int n_want;                 /* drafts wanted this round */
     int k;                      /* drafts per step now (adapts to acceptance) */
-    float accept_ema;           /* recent fraction of drafts accepted */
+    float acc_hits, acc_trials; /* drafts accepted / compared, recent ones weighing more */
     int paused;                 /* steps left without drafting */
     int pause_len;              /* length of the last pause (doubles while probes fail) */
     int step_first_pos, step_hidden_row; /* where this step's rows start (for the MTP catch-up) */
@@ -76,8 +76,9 @@ struct ds_engine {
     ds_engine_stats stats;      /* guarded by mu when read from outside */
     /* speculative decoding */
     int spec_max;               /* k; 0: off */
+    double draft_cost;          /* one draft step / one decode step (ds_model_draft_cost) */
     ds_kv_pool mtp_kv;          /* the MTP head's KV, indexed by the same page ids */
-    ds_id_pool vslots;          /* state slots for verify snapshots */
+    ds_id_pool vslots;          /* state slots holding verify records */
     float *hidden;              /* [rows][H] main hidden states of this step */
     float *mtp_hidden_in, *mtp_hidden_out, *mtp_logits; /* MTP batch buffers */
     ds_batch_token *mtp_rows;

@@ -130,8 +130,30 @@ int32_t ds_sampler_draw(ds_sampler *s, const ds_sampler_scratch *sc) {
     return last; /* rounding left u past the total: the last token with mass */
 }
 
+int ds_sampler_is_greedy(const ds_sampler *s) { return s->p.temperature <= 0.0f || s->p.top_k == 1; }
+
+/* the first index of the largest value, as ds_sampler_probs chooses it */
+static int32_t first_max(const float *z, int n) {
+    int32_t best = 0;
+    float bv = z[0];
+    for (int i = 1; i < n; i++)
+        if (z[i] > bv) bv = z[i], best = i;
+    return best;
+}
+
+int32_t ds_sampler_greedy(const ds_sampler *s, const float *logits, const int32_t *history, int n_history,
+                          ds_sampler_scratch *sc) {
+    const ds_sampling_params *p = &s->p;
+    int penalties = p->presence_penalty != 0 || p->frequency_penalty != 0 || p->repetition_penalty != 1.0f;
+    if (!penalties || n_history <= 0) return first_max(logits, sc->n_vocab);
+    ds_sampler_probs(s, logits, history, n_history, sc); /* one-hot */
+    return first_max(sc->probs, sc->n_vocab);
+}
+
 int32_t ds_sampler_sample(ds_sampler *s, const float *logits, const int32_t *history, int n_history,
                           ds_sampler_scratch *sc) {
+    /* greedy needs no distribution; its draw would only advance a generator it never reads */
+    if (ds_sampler_is_greedy(s)) return ds_sampler_greedy(s, logits, history, n_history, sc);
     ds_sampler_probs(s, logits, history, n_history, sc);
     return ds_sampler_draw(s, sc);
 }

@@ -53,6 +53,14 @@ int32_t ds_sampler_draw(ds_sampler *s, const ds_sampler_scratch *sc);
 /* Uniform in [0, 1), advancing the random state (for rejection tests). */
 double ds_sampler_uniform(ds_sampler *s);
 /* probs + draw */
+/* Whether the sampler always takes the most likely token (temperature 0 or top_k 1). */
+int ds_sampler_is_greedy(const ds_sampler *s);
+/* The token a greedy sampler picks, penalties applied: what ds_sampler_probs
+ * then ds_sampler_draw give, without building a distribution over the
+ * vocabulary (scratch is touched only when penalties are set). */
+int32_t ds_sampler_greedy(const ds_sampler *s, const float *logits, const int32_t *history, int n_history,
+                          ds_sampler_scratch *sc);
+
 int32_t ds_sampler_sample(ds_sampler *s, const float *logits, const int32_t *history, int n_history,
                           ds_sampler_scratch *sc);
 

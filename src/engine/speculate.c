@@ -2,14 +2,15 @@
  *
  * Per speculating request and step:
  *   1. verify: the pending token x and the drafts d1..dk run as one VERIFY
- *      chunk of the step's ragged batch, keeping the DeltaNet state after each
- *      of them in a verify slot;
+ *      chunk of the step's ragged batch, keeping a record of each (its conv
+ *      window and recurrence inputs) in a verify slot;
  *   2. accept: greedy requests keep the longest prefix of drafts equal to the
  *      model's choice, plus the model's token at the first mismatch; sampling
  *      requests accept d with probability min(1, p(d)/q(d)) and otherwise draw
  *      from max(p - q, 0), which yields exactly the distribution of plain
- *      sampling. The state rolls back by copying the verify slot of the last
- *      kept position; KV past it is overwritten later;
+ *      sampling. The state slot, which the verify left untouched, advances
+ *      by the kept tokens from their records (ds_model_verify_commit); KV
+ *      past them is overwritten later;
  *   3. draft: the MTP head is fed (h_t, x_{t+1}) for every position the step
  *      kept (this also fills its own KV cache, prompt included), and drafts
  *      d1 from its last row, then d2..dk one batched MTP row per request at a
@@ -33,7 +34,7 @@ int ds_spec_plan(ds_engine *g, req *r) {
     if (!g->spec_max || r->n_drafts == 0) return 1;
     for (int i = 0; i <= r->n_drafts; i++) {
         int id = ds_id_get(&g->vslots);
-        if (id < 0) { /* others took the snapshots this step: decode plainly, the drafts are dropped */
+        if (id < 0) { /* others took the verify slots this step: decode plainly, the drafts are dropped */
             ds_spec_release(g, r);
             r->n_drafts = 0;
             return 1;
@@ -50,7 +51,7 @@ static int32_t argmax(const float *p, int n) {
     return best;
 }
 
-static int greedy(const req *r) { return r->sampler.p.temperature <= 0.0f || r->sampler.p.top_k == 1; }
+static int greedy(const req *r) { return ds_sampler_is_greedy(&r->sampler); }
 
 /* Draws from max(p - q, 0), normalised; p is in sc->probs and is overwritten. */
 static int32_t draw_residual(ds_engine *g, req *r, const float *q) {
@@ -66,21 +67,40 @@ static int32_t draw_residual(ds_engine *g, req *r, const float *q) {
     return ds_sampler_draw(&r->sampler, sc);
 }
 
+/* The k that gives the most tokens per unit of time at per-draft acceptance
+ * p: a step with k drafts yields 1 + p + ... + p^k tokens on average and
+ * costs, in decode steps, 1 + k VERIFY_ROW (a verify's extra rows, which the
+ * weight stream mostly hides) + k draft_cost (each draft reads the MTP block
+ * and the whole output head). 0 when no k beats plain decoding. */
+#define VERIFY_ROW 0.15
+static int best_k(const ds_engine *g, double p) {
+    int best = 0;
+    double best_rate = 1.0, tokens = 1.0, pk = 1.0;
+    for (int k = 1; k <= g->spec_max; k++) {
+        pk *= p;
+        tokens += pk;
+        double rate = tokens / (1.0 + k * (VERIFY_ROW + g->draft_cost));
+        if (rate > best_rate * 1.02) best = k, best_rate = rate; /* a gain within noise is not worth drafting */
+    }
+    return best;
+}
+
+/* Per-draft acceptance is estimated from the drafts actually compared: a
+ * step that accepts a of k compared min(a + 1, k) of them, each accepted or
+ * not on its own (the accepted/drafted ratio would count the drafts after a
+ * rejection as misses and undervalue longer k). */
 static void adapt(ds_engine *g, req *r, int drafted, int accepted) {
-    r->accept_ema = 0.5f * r->accept_ema + 0.5f * ((float)accepted / (float)drafted);
-    if (r->accept_ema < 0.2f) {
+    int compared = accepted < drafted ? accepted + 1 : drafted;
+    r->acc_hits = 0.8f * r->acc_hits + (float)accepted;
+    r->acc_trials = 0.8f * r->acc_trials + (float)compared;
+    r->k = best_k(g, r->acc_hits / r->acc_trials);
+    if (r->k == 0) {
         /* each failed probe doubles the pause: a head that never agrees ends up costing one
          * probe every thousand tokens */
         r->pause_len = r->pause_len ? (r->pause_len * 2 < PAUSE_MAX ? r->pause_len * 2 : PAUSE_MAX) : PAUSE_STEPS;
-        r->k = 0;
         r->paused = r->pause_len;
-    } else if (r->accept_ema > 0.75f) {
-        r->pause_len = 0;
-        r->k = g->spec_max;
-    } else if (r->accept_ema > 0.45f) {
-        r->k = g->spec_max > 1 ? g->spec_max - 1 : 1;
     } else {
-        r->k = 1;
+        r->pause_len = 0;
     }
 }
 
@@ -89,34 +109,41 @@ int ds_spec_accept(ds_engine *g, req *r, const float *logits) {
     int a = 0;
     int32_t next = -1;
     for (int i = 0; i <= k; i++) {
-        /* the distribution the model gives after the pending token and i drafts (penalties see them) */
-        ds_sampler_probs(&r->sampler, logits + (size_t)i * V, r->tokens + r->n_prompt, base + i - r->n_prompt,
-                         &g->scratch);
-        const float *p = g->scratch.probs;
-        if (i == k) {
-            next = greedy(r) ? argmax(p, V) : ds_sampler_draw(&r->sampler, &g->scratch);
-            break;
-        }
-        int32_t d = r->drafts[i];
+        /* the model's choice or distribution after the pending token and i drafts (penalties see them) */
+        const float *row = logits + (size_t)i * V;
+        const int32_t *hist = r->tokens + r->n_prompt;
+        int n_hist = base + i - r->n_prompt;
         if (greedy(r)) {
-            int32_t t = argmax(p, V);
-            if (t == d) { a++; continue; }
+            int32_t t = ds_sampler_greedy(&r->sampler, row, hist, n_hist, &g->scratch);
+            if (i < k && t == r->drafts[i]) { a++; continue; }
             next = t;
             break;
         }
+        ds_sampler_probs(&r->sampler, row, hist, n_hist, &g->scratch);
+        const float *p = g->scratch.probs;
+        if (i == k) {
+            next = ds_sampler_draw(&r->sampler, &g->scratch);
+            break;
+        }
+        int32_t d = r->drafts[i];
         const float *q = r->q + (size_t)i * V;
         double u = ds_sampler_uniform(&r->sampler);
         if (q[d] > 0.0f && u * q[d] < p[d]) { a++; continue; }
         next = draw_residual(g, r, q);
         break;
     }
-    if (g->hybrid) ds_state_copy(&g->st, r->slot, r->vslots[a]);
+    if (g->hybrid) {
+        ds_err e = {0};
+        /* cannot fail: the slots were checked by the forward that wrote the records */
+        (void)ds_model_verify_commit(g->model, &g->st, r->slot, r->vslots, a + 1, &e);
+    }
     ds_spec_release(g, r);
     r->n_drafts = 0;
     r->n_computed = base + a; /* the pending token and a drafts */
     pthread_mutex_lock(&g->mu);
     g->stats.spec_drafted += k;
     g->stats.spec_accepted += a;
+    g->stats.spec_compared += a < k ? a + 1 : k;
     g->stats.spec_verify_steps++;
     g->stats.spec_accept_hist[a]++;
     pthread_mutex_unlock(&g->mu);
@@ -130,11 +157,13 @@ int ds_spec_accept(ds_engine *g, req *r, const float *logits) {
 
 /* Chooses draft j of r from the MTP logits; the draft is written past n_tokens so penalties see it. */
 static void choose_draft(ds_engine *g, req *r, int j, const float *mtp_logits) {
-    ds_sampler_probs(&r->sampler, mtp_logits, r->tokens + r->n_prompt, r->n_tokens + j - r->n_prompt, &g->scratch);
+    const int32_t *hist = r->tokens + r->n_prompt;
+    int n_hist = r->n_tokens + j - r->n_prompt;
     int32_t d;
     if (greedy(r)) {
-        d = argmax(g->scratch.probs, g->cfg->n_vocab);
+        d = ds_sampler_greedy(&r->sampler, mtp_logits, hist, n_hist, &g->scratch);
     } else {
+        ds_sampler_probs(&r->sampler, mtp_logits, hist, n_hist, &g->scratch);
         memcpy(r->q + (size_t)j * g->cfg->n_vocab, g->scratch.probs, (size_t)g->cfg->n_vocab * sizeof(float));
         d = ds_sampler_draw(&r->sampler, &g->scratch);
     }
@@ -150,9 +179,9 @@ void ds_spec_draft(ds_engine *g, req **reqs, int n) {
     for (int i = 0; i < n; i++) {
         req *r = reqs[i];
         r->n_drafts = 0;
-        if (r->paused > 0 && --r->paused == 0) { /* probe again, gently */
+        if (r->paused > 0 && --r->paused == 0) { /* probe again, gently, judged on its own result */
             r->k = 1;
-            r->accept_ema = 0.5f;
+            r->acc_hits = r->acc_trials = 0.0f;
         }
         if (r->k == 0 || (!greedy(r) && !r->q)) continue;
         int first = r->step_first_pos, last = r->n_computed; /* positions [first, last) */

@@ -80,7 +80,8 @@ typedef struct {
     float *conv_state;     /* [K-1][C] window of raw inputs */
     float *state;          /* [Hv][Dk][Dv] */
     int chunked;           /* 1: chunked form; 0: token by token */
-    float *const *snap;    /* NULL, or per row: where to copy (conv window | state) after it */
+    float *const *snap;    /* VERIFY: per row, its record (the conv window after it, then its
+                            * recurrence inputs); conv_state and state are left as they were */
 } ds_gdn_seq;
 
 /* What the calls of one model will need at most (weights' widths are known
@@ -140,6 +141,10 @@ typedef struct ds_backend_ops {
      * mixed [n][C] (overwritten), ab [n][2Hv] (beta in, gates out), z [n][Hv*Dv], o [n][Hv*Dv] */
     void (*deltanet)(ds_backend *be, const ds_gdn_layer *L, const ds_gdn_seq *seqs, int n_seqs, float *mixed, float *ab,
                      const float *z, float *o, const float *norm_w, float eps, int chunk);
+    /* Advances a state (conv window, recurrent state) by the first n tokens of
+     * a VERIFY call, from their records rec[0..n-1] (see ds_gdn_seq.snap) */
+    void (*deltanet_commit)(ds_backend *be, const ds_gdn_layer *L, float *conv_state, float *state, float *const *rec,
+                            int n);
 } ds_backend_ops;
 
 struct ds_backend {

@@ -20,9 +20,10 @@
 
 /* DS_PROFILE=1: wall time per operation, printed to stderr when the backend
  * is freed. */
-enum { P_MM_F, P_MM_BF16, P_MM_Q8, P_MM_Q4K, P_MM_Q6K, P_MM_OTHER, P_ATT, P_GDN, P_ELEM, P_COUNT };
-static const char *prof_names[P_COUNT] = {"matmul f32/f16", "matmul bf16", "matmul q8_0", "matmul q4_k",
-                                          "matmul q6_k",    "matmul other", "attention", "deltanet", "elementwise"};
+enum { P_MM_F, P_MM_BF16, P_MM_Q8, P_MM_Q4K, P_MM_Q6K, P_MM_OTHER, P_ATT, P_GDN, P_GDN_COMMIT, P_ELEM, P_COUNT };
+static const char *prof_names[P_COUNT] = {"matmul f32/f16", "matmul bf16",     "matmul q8_0",    "matmul q4_k",
+                                          "matmul q6_k",    "matmul other",    "attention",      "deltanet",
+                                          "deltanet commit", "elementwise"};
 static double prof_now(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -497,6 +498,17 @@ static void prof_deltanet(ds_backend *be, const ds_gdn_layer *L, const ds_gdn_se
     }
 }
 
+static void prof_deltanet_commit(ds_backend *be, const ds_gdn_layer *L, float *conv_state, float *state,
+                                 float *const *rec, int n) {
+    cpu_backend *cb = (cpu_backend *)be;
+    double t0 = cb->profile ? prof_now() : 0;
+    ds_cpu_deltanet_commit(be, L, conv_state, state, rec, n);
+    if (cb->profile) {
+        cb->prof_s[P_GDN_COMMIT] += prof_now() - t0;
+        cb->prof_n[P_GDN_COMMIT]++;
+    }
+}
+
 static void cpu_free(ds_backend *be) {
     cpu_backend *cb = (cpu_backend *)be;
     if (cb->profile) {
@@ -538,6 +550,7 @@ static const ds_backend_ops cpu_ops = {
     .swiglu = cpu_swiglu,
     .attention = prof_attention,
     .deltanet = prof_deltanet,
+    .deltanet_commit = prof_deltanet_commit,
 };
 
 ds_status ds_backend_cpu_new(int n_threads, ds_backend **out, ds_err *e) {

@@ -46,6 +46,8 @@ static inline void cpu_split(int64_t n, int ith, int nth, int64_t *lo, int64_t *
 }
 
 size_t ds_cpu_attention_scratch(const ds_be_limits *lim);
+void ds_cpu_deltanet_commit(ds_backend *be, const ds_gdn_layer *L, float *conv_state, float *state, float *const *rec,
+                            int n);
 size_t ds_cpu_deltanet_scratch(const ds_kern *k, const ds_be_limits *lim);
 void ds_cpu_attention(ds_backend *be, float *out, float *q, float *k, const float *v, int n, const ds_attn_row *rows,
                       const ds_kv_view *kv, int nh, int gated, const float *q_norm, const float *k_norm, float eps,

@@ -6,9 +6,10 @@
  *
  * Phases, each split over threads, with a barrier between them:
  *   1. conv + SiLU: channel ranges (each channel is a recurrence over its
- *      sequence's tokens, so channels are independent); VERIFY snapshots of
- *      the conv window are written per channel right after each token;
- *   2. q/k normalisation and gates: token ranges;
+ *      sequence's tokens, so channels are independent); VERIFY writes the
+ *      conv window after each token into that token's record;
+ *   2. q/k normalisation and gates: token ranges; VERIFY records each
+ *      token's q, k, v, beta and g;
  *   3. the recurrence: (sequence, value head) pairs from an atomic counter;
  *      chunks sit on multiples of the chunk length in absolute positions, so
  *      cutting a prefill at such multiples changes nothing;
@@ -25,6 +26,8 @@ size_t ds_cpu_deltanet_scratch(const ds_kern *k, const ds_be_limits *lim) {
     if (!lim->gdn_k_dim) return 0;
     size_t a = ds_kern_ref.gdn_chunk_floats(lim->gdn_k_dim, lim->gdn_v_dim);
     size_t b = k->gdn_chunk_floats(lim->gdn_k_dim, lim->gdn_v_dim);
+    size_t head = (size_t)lim->gdn_k_dim * lim->gdn_v_dim; /* a VERIFY head's copy of the state */
+    if (head > a && head > b) a = head;
     return (a > b ? a : b) + 8 * (size_t)lim->gdn_conv_dim + 2 * (size_t)lim->gdn_v_dim + 64;
 }
 
@@ -44,27 +47,29 @@ static int k_head_of(const ds_gdn_layer *L, int h) { return L->v_tiled ? h % L->
 
 /* conv + SiLU of channels [c0, c1) of one sequence, token by token (rows
  * are contiguous): acc = w[K-1] x_t + sum_q w[q] win[q]; the window keeps
- * raw (pre-conv) inputs, oldest first. VERIFY snapshots the window after
- * every token. wT: the weights of the range transposed, [K][c1-c0]. */
+ * raw (pre-conv) inputs, oldest first. VERIFY leaves the slot's window as it
+ * was and writes the window after each token to that token's record instead
+ * (the next token reads it from there). wT: the weights of the range
+ * transposed, [K][c1-c0]. */
 static void conv_channels(gdn_job *j, const ds_gdn_seq *s, int c0, int c1, float *wT) {
     const ds_gdn_layer *L = j->L;
     const ds_kern *kern = j->cb->k;
     int C = L->conv_dim, K = L->conv_kernel, nc = c1 - c0;
-    float *win = s->conv_state;
     for (int q = 0; q < K; q++)
         for (int c = 0; c < nc; c++) wT[(size_t)q * nc + c] = L->conv_w[(size_t)(c0 + c) * K + q];
     float *acc = wT + (size_t)K * nc;
+    const float *win = s->conv_state;
     for (int i = s->i0; i < s->i1; i++) {
         float *x = j->mixed + (size_t)i * C + c0;
+        float *next = s->snap ? s->snap[i - s->i0] : s->conv_state; /* the window after this token */
         kern->mul_add(acc, wT + (size_t)(K - 1) * nc, x, nc, 1);
         for (int q = 0; q < K - 1; q++) kern->mul_add(acc, wT + (size_t)q * nc, win + (size_t)q * C + c0, nc, 0);
-        for (int q = 0; q + 1 < K - 1; q++) memcpy(win + (size_t)q * C + c0, win + (size_t)(q + 1) * C + c0, (size_t)nc * sizeof(float));
-        if (K > 1) memcpy(win + (size_t)(K - 2) * C + c0, x, (size_t)nc * sizeof(float));
+        for (int q = 0; q + 1 < K - 1; q++)
+            memmove(next + (size_t)q * C + c0, win + (size_t)(q + 1) * C + c0, (size_t)nc * sizeof(float));
+        if (K > 1) memcpy(next + (size_t)(K - 2) * C + c0, x, (size_t)nc * sizeof(float));
         kern->silu_mul(acc, NULL, nc);
         memcpy(x, acc, (size_t)nc * sizeof(float));
-        if (s->snap)
-            for (int q = 0; q < K - 1; q++)
-                memcpy(s->snap[i - s->i0] + (size_t)q * C + c0, win + (size_t)q * C + c0, (size_t)nc * sizeof(float));
+        win = next;
     }
 }
 
@@ -86,6 +91,16 @@ static void norms_and_gates(gdn_job *j, int i) {
         ab[h] = beta;
         ab[Hv + h] = g;
     }
+}
+
+/* A VERIFY token's record, after its conv window: its q, k, v row as the
+ * recurrence reads it, then beta and g of every value head. */
+static void record_token(gdn_job *j, const ds_gdn_seq *s, int i) {
+    const ds_gdn_layer *L = j->L;
+    int C = L->conv_dim, Hv = L->Hv;
+    float *rec = s->snap[i - s->i0] + (size_t)(L->conv_kernel - 1) * C;
+    memcpy(rec, j->mixed + (size_t)i * C, (size_t)C * sizeof(float));
+    memcpy(rec + C, j->ab + (size_t)i * 2 * Hv, 2 * (size_t)Hv * sizeof(float));
 }
 
 static void recur_head(gdn_job *j, const ds_gdn_seq *s, int h, float *scratch) {
@@ -111,12 +126,13 @@ static void recur_head(gdn_job *j, const ds_gdn_seq *s, int h, float *scratch) {
         }
         return;
     }
-    size_t conv_floats = (size_t)(L->conv_kernel - 1) * (size_t)C;
-    for (int r = 0; r < n; r++) {
+    if (s->snap) { /* VERIFY: the slot keeps the state before the call; this head runs on a copy */
+        memcpy(scratch, S, (size_t)Dk * Dv * sizeof(float));
+        S = scratch;
+    }
+    for (int r = 0; r < n; r++)
         kern->gdn_step(S, q + (size_t)r * C, k + (size_t)r * C, v + (size_t)r * C, beta[r * abs], g[r * abs], Dk, Dv,
                        o + (size_t)r * value_dim);
-        if (s->snap) memcpy(s->snap[r] + conv_floats + (size_t)h * Dk * Dv, S, (size_t)Dk * Dv * sizeof(float));
-    }
 }
 
 static void gated_norm(gdn_job *j, int i, float *tmp) {
@@ -147,6 +163,10 @@ static void gdn_worker(void *ctx, int ith, int nth) {
     /* 2. norms and gates: token ranges */
     cpu_split(j->n, ith, nth, &lo, &hi);
     for (int64_t i = lo; i < hi; i++) norms_and_gates(j, (int)i);
+    for (int q = 0; q < j->n_seqs; q++) /* VERIFY: each token's inputs to the recurrence, for a commit */
+        if (j->seqs[q].snap)
+            for (int64_t i = lo > j->seqs[q].i0 ? lo : j->seqs[q].i0; i < hi && i < j->seqs[q].i1; i++)
+                record_token(j, &j->seqs[q], (int)i);
     ds_pool_barrier(j->cb->pool);
     /* 3. recurrence: (sequence, head) pairs */
     int total = j->n_seqs * L->Hv;
@@ -169,4 +189,48 @@ void ds_cpu_deltanet(ds_backend *be, const ds_gdn_layer *L, const ds_gdn_seq *se
                  .norm_w = norm_w, .eps = eps, .chunk = chunk};
     atomic_init(&j.next, 0);
     ds_pool_run(cb->pool, gdn_worker, &j);
+}
+
+/* Commit of the first n verified tokens: the slot's recurrent state takes
+ * the same steps, on the same inputs (read back from the records), as the
+ * verify took on its copies, so it ends bitwise where a decode of those
+ * tokens would have left it; the conv window is the n-th token's. */
+typedef struct {
+    cpu_backend *cb;
+    const ds_gdn_layer *L;
+    float *conv_state, *state;
+    float *const *rec;
+    int n;
+    _Alignas(64) atomic_int next;
+} commit_job;
+
+static void commit_worker(void *ctx, int ith, int nth) {
+    commit_job *j = ctx;
+    const ds_gdn_layer *L = j->L;
+    int Hv = L->Hv, Dk = L->Dk, Dv = L->Dv, C = L->conv_dim, key_dim = L->Hk * Dk;
+    size_t conv_floats = (size_t)(L->conv_kernel - 1) * C;
+    const ds_kern *kern = j->cb->k;
+    if (Dk % kern->vw || Dv % kern->vw) kern = &ds_kern_ref;
+    if (ith == 0) memcpy(j->conv_state, j->rec[j->n - 1], conv_floats * sizeof(float));
+    (void)nth;
+    for (;;) {
+        int h = atomic_fetch_add_explicit(&j->next, 1, memory_order_relaxed);
+        if (h >= Hv) break;
+        int kh = k_head_of(L, h);
+        float *S = j->state + (size_t)h * Dk * Dv;
+        for (int r = 0; r < j->n; r++) {
+            const float *x = j->rec[r] + conv_floats;
+            kern->gdn_step(S, x + (size_t)kh * Dk, x + key_dim + (size_t)kh * Dk, x + 2 * (size_t)key_dim + (size_t)h * Dv,
+                           x[C + h], x[C + Hv + h], Dk, Dv, NULL);
+        }
+    }
+}
+
+void ds_cpu_deltanet_commit(ds_backend *be, const ds_gdn_layer *L, float *conv_state, float *state, float *const *rec,
+                            int n) {
+    cpu_backend *cb = (cpu_backend *)be;
+    if (n <= 0) return;
+    commit_job j = {.cb = cb, .L = L, .conv_state = conv_state, .state = state, .rec = rec, .n = n};
+    atomic_init(&j.next, 0);
+    ds_pool_run(cb->pool, commit_worker, &j);
 }

@@ -117,7 +117,7 @@ typedef struct {
      * versions need Dk and Dv multiples of vw, else the reference runs */
     int vw;
     void (*gdn_step)(float *S, const float *q, const float *k, const float *v, float beta, float g, int Dk, int Dv,
-                     float *o);
+                     float *o);                                  /* o NULL: the state update alone, same bits */
     void (*gdn_chunk)(float *S, const float *q, const float *k, const float *v, size_t stride, const float *beta,
                       const float *g, size_t gstride, int n, int Dk, int Dv, float *scratch, float *o, size_t ostride);
     size_t (*gdn_chunk_floats)(int Dk, int Dv);                   /* scratch of gdn_chunk */

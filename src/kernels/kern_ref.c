@@ -325,7 +325,7 @@ static void gdn_step_ref(float *S, const float *q, const float *k, const float *
         float delta = beta * (v[jj] - (float)mj);
         for (int i = 0; i < Dk; i++) S[(size_t)i * Dv + jj] += k[i] * delta;
     }
-    for (int jj = 0; jj < Dv; jj++) {
+    for (int jj = 0; o && jj < Dv; jj++) {
         double oj = 0.0;
         for (int i = 0; i < Dk; i++) oj += (double)S[(size_t)i * Dv + jj] * q[i];
         o[jj] = (float)oj;

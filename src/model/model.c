@@ -222,6 +222,12 @@ ds_status ds_model_new(const ds_model_file *file, const ds_model_params *params,
     m->value_dim = c->lin_v_heads * c->lin_v_dim;
     m->conv_dim = 2 * m->key_dim + m->value_dim;
     m->max_positions = c->n_ctx_train > 0 ? c->n_ctx_train : 4096;
+    if (c->lin_v_heads > 0 && (size_t)m->conv_dim + 2 * (size_t)c->lin_v_heads >
+                                  (size_t)c->lin_v_heads * (size_t)c->lin_k_dim * (size_t)c->lin_v_dim) {
+        int dk = c->lin_k_dim, dv = c->lin_v_dim;
+        free(m); /* a verify record (q, k, v, gates) must fit where a state would */
+        return ds_fail(e, DS_EUNSUPPORTED, "model: DeltaNet heads of %dx%d are too small", dk, dv);
+    }
     if (c->n_expert_used > 64) {
         int k = c->n_expert_used;
         free(m);
@@ -298,6 +304,17 @@ int ds_model_n_attn_layers(const ds_model *m) { return m->n_attn; }
 int ds_model_n_gdn_layers(const ds_model *m) { return m->n_gdn; }
 int ds_model_conv_dim(const ds_model *m) { return m->conv_dim; }
 
+double ds_model_draft_cost(const ds_model *m) {
+    const ds_model_config *c = &m->cfg;
+    if (!c->n_mtp) return 0.0;
+    ds_model_stats st;
+    ds_model_compute_stats(m->file, &st);
+    double head = (double)c->n_vocab * (double)c->n_embd;
+    /* active parameters count the embedding, which a token reads one row of, and, untied, the head */
+    double decode = (double)st.n_params_active - (c->tied_embeddings ? 0.0 : head);
+    return decode > 0 ? ((double)st.n_params_mtp + head) / decode : 0.0;
+}
+
 ds_status ds_batch_check(const ds_model *m, const ds_kv_pool *kv, const ds_state_pool *st, const ds_batch *b,
                          int needs_state, ds_err *e) {
     if (b->n_tokens < 0 || b->n_tokens > m->params.max_batch_tokens)
@@ -338,6 +355,7 @@ ds_status ds_batch_check(const ds_model *m, const ds_kv_pool *kv, const ds_state
             if (!q->verify_slots) return ds_fail(e, DS_EINVAL, "sequence %d: verify mode without verify slots", s);
             int n = 0;
             for (int i = 0; i < b->n_tokens; i++) n += b->tokens[i].seq == s;
+            if (n > m->ub) return ds_fail(e, DS_EINVAL, "sequence %d: a verify of %d tokens (at most %d)", s, n, m->ub);
             for (int j = 0; j < n; j++)
                 if (q->verify_slots[j] < 0 || q->verify_slots[j] >= st->n_slots || q->verify_slots[j] == q->state_slot)
                     return ds_fail(e, DS_EINVAL, "sequence %d: verify slot %d is %d: out of range or the sequence's own slot",
@@ -391,12 +409,14 @@ void ds_model_outputs(ds_model *m, const ds_batch *b, const float *norm_w) {
 }
 
 /* Whether a slice may end right before token i: at a change of sequence,
- * anywhere in a sequence that is not a chunked prefill, and in a chunked
- * prefill only at positions that are multiples of the chunk length, so the
- * DeltaNet chunks are those of one whole call. */
+ * anywhere in a decode, never inside a verify (at most ub tokens: checked),
+ * and in a chunked prefill only at positions that are multiples of the chunk
+ * length, so the DeltaNet chunks are those of one whole call. */
 static int can_cut(const ds_model *m, const ds_batch *b, int i) {
     const ds_batch_token *t = &b->tokens[i];
     if (t->seq != b->tokens[i - 1].seq) return 1;
+    /* a VERIFY's later tokens start from states that only its records hold */
+    if (b->seqs[t->seq].mode == DS_SEQ_VERIFY && m->n_gdn > 0) return 0;
     if (b->seqs[t->seq].mode != DS_SEQ_PREFILL || m->n_gdn == 0 || m->params.gdn_chunk <= 1) return 1;
     return t->pos % m->params.gdn_chunk == 0;
 }
@@ -414,13 +434,7 @@ void ds_model_slice(ds_model *m, const ds_batch *b, int s0, int s1, ds_batch *ou
     for (int i = s0; i < s1; i++) {
         const ds_batch_token *t = &b->tokens[i];
         if (t->seq != last) {
-            ds_batch_seq q = b->seqs[t->seq];
-            if (q.mode == DS_SEQ_VERIFY && i == s0) { /* a verify cut earlier: its slots go on from there */
-                int before = 0;
-                for (int k = s0 - 1; k >= 0 && b->tokens[k].seq == t->seq; k--) before++;
-                q.verify_slots += before;
-            }
-            w->slice_seqs[n_seqs++] = q;
+            w->slice_seqs[n_seqs++] = b->seqs[t->seq];
             last = t->seq;
         }
         w->slice_toks[i - s0] = *t;
@@ -465,6 +479,26 @@ ds_status ds_model_forward(ds_model *m, ds_kv_pool *kv, ds_state_pool *st, const
             n_log += b->tokens[i].want_logits;
             n_hid += b->tokens[i].want_hidden;
         }
+    }
+    return DS_OK;
+}
+
+ds_status ds_model_verify_commit(ds_model *m, ds_state_pool *st, int32_t slot, const int32_t *verify_slots, int n,
+                                 ds_err *e) {
+    if (m->n_gdn == 0) return DS_OK;
+    if (n < 1 || n > m->ub) return ds_fail(e, DS_EINVAL, "verify commit: %d tokens (1..%d allowed)", n, m->ub);
+    if (slot < 0 || slot >= st->n_slots) return ds_fail(e, DS_EINVAL, "verify commit: state slot %d is out of range", slot);
+    for (int j = 0; j < n; j++)
+        if (verify_slots[j] < 0 || verify_slots[j] >= st->n_slots || verify_slots[j] == slot)
+            return ds_fail(e, DS_EINVAL, "verify commit: verify slot %d is %d: out of range or the state slot", j,
+                           verify_slots[j]);
+    float **rec = m->ws.snaps;
+    for (int i = 0; i < m->cfg.n_layer; i++) {
+        const ds_layer *L = &m->layers[i];
+        if (L->full) continue;
+        for (int j = 0; j < n; j++) rec[j] = ds_state_conv(st, verify_slots[j], L->cache_index);
+        m->be->ops->deltanet_commit(m->be, &L->gdn, ds_state_conv(st, slot, L->cache_index),
+                                    ds_state_rec(st, slot, L->cache_index), rec, n);
     }
     return DS_OK;
 }

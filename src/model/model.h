@@ -10,9 +10,12 @@
  *   - attention at position p reads positions 0..p of its own sequence;
  *   - the state slot holds the DeltaNet memory after position first_pos-1 and
  *     is advanced in place to the last token of the sequence in this batch;
- *   - VERIFY keeps, in verify_slots[j], the state after the j-th token of the
- *     sequence in this batch, so a caller can roll back to any of them (and
- *     truncate the KV length to match);
+ *   - VERIFY leaves the state slot as it was and keeps, in verify_slots[j], a
+ *     record of the j-th token of the sequence in this batch (at most
+ *     DS_UBATCH tokens); ds_model_verify_commit then advances the slot by
+ *     the first n of them, exactly as decoding them would have (the caller
+ *     truncates the KV length to match). Writing records instead of whole
+ *     states keeps a verify's state traffic that of a decode;
  *   - a token asks for logits and/or the final hidden state (after the final
  *     norm, the MTP head's input); outputs are packed in token order.
  *
@@ -68,10 +71,21 @@ const ds_model_config *ds_model_cfg(const ds_model *m);
 int ds_model_n_attn_layers(const ds_model *m);  /* attention layers per KV page (MTP excluded) */
 int ds_model_n_gdn_layers(const ds_model *m);
 int ds_model_conv_dim(const ds_model *m);
+/* Weights one MTP draft step reads (its block and the output head) over those
+ * one decode step reads (every layer's active weights and the head): what a
+ * draft costs relative to a decode where weights' bytes bound the time.
+ * 0 without an MTP head. */
+double ds_model_draft_cost(const ds_model *m);
 
 /* Runs the batch. Fails, naming the row, on a malformed batch (positions not
  * consecutive, a page table too short, a slot or token out of range). */
 ds_status ds_model_forward(ds_model *m, ds_kv_pool *kv, ds_state_pool *st, const ds_batch *b, ds_err *e);
+
+/* Advances state_slot by the first n (1 or more) tokens of its last VERIFY,
+ * from their records in verify_slots[0..n-1]: bitwise the state a DECODE of
+ * those tokens would have left. Fails only on arguments out of range. */
+ds_status ds_model_verify_commit(ds_model *m, ds_state_pool *st, int32_t slot, const int32_t *verify_slots, int n,
+                                 ds_err *e);
 
 /* The MTP head (spec 5.1) over a batch whose tokens are x_{t+1} at position t,
  * with hidden_in[i] = h_t for each token (the main model's final hidden state

@@ -65,7 +65,7 @@ typedef struct {
     float *weights;             /* [n] */
     ds_attn_row *att_rows;      /* [n] */
     ds_gdn_seq *gdn_seqs;       /* [n] */
-    float **snaps;              /* [n] verify snapshot targets */
+    float **snaps;              /* [n] verify records (a slot's layer region per token) */
     ds_batch_token *slice_toks; /* [n] one slice of a long batch */
     ds_batch_seq *slice_seqs;   /* [n] its sequences */
 } ds_workspace;

@@ -117,6 +117,30 @@ void ds_metrics_render(ds_metrics *m, const ds_engine_stats *st, const char *mod
            (double)m->requests_ok);
     metric(o, "deltaserve:request_client_aborts_total", "counter", "Requests ended by a client disconnect.", lbl,
            (double)m->aborted_by_client);
+    /* speculative decoding (MTP drafts verified by the model) */
+    double acc_rate = st->spec_drafted ? (double)st->spec_accepted / (double)st->spec_drafted : 0.0;
+    double acc_len = st->spec_verify_steps ? (double)st->spec_accepted / (double)st->spec_verify_steps : 0.0;
+    metric(o, "deltaserve:spec_decode_num_drafts_total", "counter", "Verify steps (drafts of one sequence checked at once).",
+           lbl, (double)st->spec_verify_steps);
+    metric(o, "deltaserve:spec_decode_num_draft_tokens_total", "counter", "Draft tokens proposed by the MTP head.", lbl,
+           (double)st->spec_drafted);
+    metric(o, "deltaserve:spec_decode_num_accepted_tokens_total", "counter", "Draft tokens accepted.", lbl,
+           (double)st->spec_accepted);
+    metric(o, "deltaserve:spec_decode_acceptance_rate", "gauge", "Accepted / drafted tokens since start (0..1).", lbl,
+           acc_rate);
+    metric(o, "deltaserve:spec_decode_mean_accepted_length", "gauge",
+           "Drafts accepted per verify step since start (each step also yields one token of the model's own).", lbl,
+           acc_len);
+    /* accepted per draft position, as vLLM counts them: position p is accepted in every step that
+     * kept more than p drafts */
+    ds_sb_printf(o, "# HELP deltaserve:spec_decode_num_accepted_tokens_per_pos_total Drafts accepted, by position.\n"
+                    "# TYPE deltaserve:spec_decode_num_accepted_tokens_per_pos_total counter\n");
+    for (int p = 0; p < DS_MAX_SPEC; p++) {
+        int64_t n = 0;
+        for (int a = p + 1; a <= DS_MAX_SPEC; a++) n += st->spec_accept_hist[a];
+        ds_sb_printf(o, "deltaserve:spec_decode_num_accepted_tokens_per_pos_total{%sposition=\"%d\"} %lld\n", lbl_c, p,
+                     (long long)n);
+    }
     metric(o, "deltaserve:requests_rejected_total", "counter", "Completion requests refused with a 4xx or 503.", lbl,
            (double)m->requests_rejected);
     metric(o, "deltaserve:requests_failed_total", "counter",
@@ -147,6 +171,12 @@ void ds_metrics_render(ds_metrics *m, const ds_engine_stats *st, const char *mod
            (double)m->prompt_tokens);
     metric(o, "vllm:generation_tokens_total", "counter", "Alias of deltaserve:generation_tokens_total.", lbl,
            (double)m->generation_tokens);
+    metric(o, "vllm:spec_decode_num_drafts_total", "counter", "Alias of deltaserve:spec_decode_num_drafts_total.", lbl,
+           (double)st->spec_verify_steps);
+    metric(o, "vllm:spec_decode_num_draft_tokens_total", "counter",
+           "Alias of deltaserve:spec_decode_num_draft_tokens_total.", lbl, (double)st->spec_drafted);
+    metric(o, "vllm:spec_decode_num_accepted_tokens_total", "counter",
+           "Alias of deltaserve:spec_decode_num_accepted_tokens_total.", lbl, (double)st->spec_accepted);
     hist_render(o, "vllm:time_to_first_token_seconds", "Alias of deltaserve:time_to_first_token_seconds.", &m->ttft, lbl);
     hist_render(o, "vllm:e2e_request_latency_seconds", "Alias of deltaserve:e2e_request_latency_seconds.", &m->e2e, lbl);
     pthread_mutex_unlock(&m->mu);

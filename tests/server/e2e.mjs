@@ -211,9 +211,15 @@ async function mainSuite() {
     for (const k of ['vllm:num_requests_running', 'vllm:num_requests_waiting', 'vllm:gpu_cache_usage_perc', 'vllm:kv_cache_usage_perc',
       'deltaserve:state_usage_perc', 'deltaserve:prompt_tokens_total', 'deltaserve:generation_tokens_total',
       'deltaserve:time_to_first_token_seconds_count', 'deltaserve:inter_token_latency_seconds_count', 'deltaserve:e2e_request_latency_seconds_count',
-      'deltaserve:request_errors_total'])
+      'deltaserve:request_errors_total', 'deltaserve:spec_decode_num_drafts_total', 'deltaserve:spec_decode_num_draft_tokens_total',
+      'deltaserve:spec_decode_num_accepted_tokens_total', 'deltaserve:spec_decode_acceptance_rate',
+      'deltaserve:spec_decode_mean_accepted_length', 'deltaserve:spec_decode_num_accepted_tokens_per_pos_total',
+      'vllm:spec_decode_num_draft_tokens_total', 'vllm:spec_decode_num_accepted_tokens_total'])
       check(k in m, `missing ${k}`);
     check(m['deltaserve:generation_tokens_total'] > 0 && m['deltaserve:time_to_first_token_seconds_count'] > 0, 'counted');
+    // the tiny model has an MTP head: speculation is on by default
+    check(m['deltaserve:spec_decode_num_draft_tokens_total'] > 0, 'drafts counted');
+    check(m['deltaserve:spec_decode_num_accepted_tokens_total'] <= m['deltaserve:spec_decode_num_draft_tokens_total'], 'accepted <= drafted');
   });
 
   // --- bad input: exact statuses ---

@@ -167,9 +167,9 @@ static void check_model(const char *shape, const char *dtype) {
     ds_cpu_set_level(best);
 }
 
-/* A verify that a slice cut (the model runs batches over 128 tokens in
- * slices) splits in two: its logits and the states in its verify slots are
- * those of the verify run alone. */
+/* A verify where a slice would cut (the model runs batches over 128 tokens
+ * in slices): the slice ends before it instead, and its logits and the
+ * records in its verify slots are those of the verify run alone. */
 static void test_verify_across_slices(void) {
     char path[512];
     REQUIRE(make("tiny", "q8_0", "tiny-q8_0.gguf", path, sizeof path) == 0, "make");
@@ -205,7 +205,7 @@ static void test_verify_across_slices(void) {
     CHECK(memcmp(lg, alone, (size_t)4 * V * sizeof(float)) == 0, "verify logits differ when the verify is cut");
     int same = 1;
     for (int j = 0; j < 4; j++) same &= memcmp((char *)snaps + j * slot_bytes, ds_state_conv(&r.st, vslots[j], 0), slot_bytes) == 0;
-    CHECK(same, "verify snapshots differ when the verify is cut");
+    CHECK(same, "verify records differ when the verify meets a slice end");
     free(lg);
     free(alone);
     free(snaps);

@@ -184,13 +184,13 @@ static void mixed_batch(const char *shape) {
         }
     }
     CHECK(bad == 0, "%s: %d of %d rows differ from running alone", shape, bad, n);
-    /* verify slots: resume seq 2 from the state after its 2nd verified token (position 26): the
-     * next token at 27 must give the same logits as the straight run */
-    ds_state_copy(&r.st, 2, vslots[1]);
+    /* verify records: commit seq 2's first two verified tokens (positions 25, 26): the next token
+     * at 27 must give the same logits as the straight run */
+    REQUIRE(ds_model_verify_commit(r.m, &r.st, 2, vslots, 2, &e) == DS_OK, "commit: %s", e.msg);
     float *again = calloc((size_t)64 * V, sizeof(float));
     REQUIRE(run_alone(&r, 2, 27, 29, 1, DS_SEQ_DECODE, again) == 0, "resume");
     CHECK(memcmp(again + (size_t)27 * V, alone + ((size_t)128 + 27) * V, (size_t)2 * V * sizeof(float)) == 0,
-          "%s: resuming from verify slot 1 does not reproduce positions 27..28", shape);
+          "%s: resuming after committing 2 verified tokens does not reproduce positions 27..28", shape);
     free(again);
     free(scratch);
     free(alone);

@@ -15,7 +15,6 @@
 #define UNROLL _Pragma("GCC unroll 16")
 #define TT_MAX 8
 #define PF_SB 2     /* software prefetch distance: k-quant super-blocks ahead */
-#define PF_BLOCKS 8 /* q8_0 blocks ahead */
 
 INLINE __m512i bcast4(const int8_t *p) {
     int32_t v;
@@ -113,20 +112,33 @@ INLINE void q8_0_tile(const ds_mm *m, const uint8_t *gp, int64_t t0, const int T
     int64_t K = m->w->cols, nb = K / 32;
     __m512 acc[TT_MAX];
     UNROLL for (int t = 0; t < TT; t++) acc[t] = _mm512_setzero_ps();
+    /* software prefetch a fixed time ahead: the more tokens, the longer a block takes; one token
+     * streams fastest on the hardware prefetchers alone */
+    const int pf = TT == 1 ? 0 : TT <= 4 ? 3 : 8;
     for (int64_t b = 0; b < nb; b++, gp += 544) {
-        UNROLL for (int l = 0; l < 9; l++) _mm_prefetch((const char *)(gp + PF_BLOCKS * 544 + 64 * l), _MM_HINT_T0);
+        if (pf)
+            UNROLL for (int l = 0; l < 9; l++) _mm_prefetch((const char *)(gp + pf * 544 + 64 * l), _MM_HINT_T0);
         __m512 dw = f16x16(gp);
         __m512i w[8];
         UNROLL for (int s = 0; s < 8; s++) w[s] = ld(gp + 32 + 64 * s);
         __m512i isv[TT_MAX], rsv[TT_MAX];
-        dot_tokens(isv, w, x->q + t0 * K + 32 * b, K, TT, 0, 8);
-        dot_tokens(rsv, w, x->r + t0 * K + 32 * b, K, TT, 0, 8);
+        if (TT == 1) {
+            dot_tokens(isv, w, x->q + t0 * K + 32 * b, K, 1, 0, 8);
+            dot_tokens(rsv, w, x->r + t0 * K + 32 * b, K, 1, 0, 8);
+        } else { /* both chains of every token in one pass: 2 TT independent accumulators */
+            const int8_t *xq = x->q + t0 * K + 32 * b, *xr = x->r + t0 * K + 32 * b;
+            UNROLL for (int t = 0; t < TT; t++) isv[t] = rsv[t] = _mm512_setzero_si512();
+            UNROLL for (int s = 0; s < 8; s++) UNROLL for (int t = 0; t < TT; t++) {
+                isv[t] = _mm512_dpbusd_epi32(isv[t], w[s], bcast4(xq + t * K + 4 * s));
+                rsv[t] = _mm512_dpbusd_epi32(rsv[t], w[s], bcast4(xr + t * K + 4 * s));
+            }
+        }
         UNROLL for (int t = 0; t < TT; t++) {
             int64_t bi = (t0 + t) * nb + b;
-            __m512i is = isv[t], rs = rsv[t];
-            is = _mm512_sub_epi32(is, _mm512_set1_epi32(x->c128[bi]));
-            rs = _mm512_sub_epi32(rs, _mm512_set1_epi32(x->r128[bi]));
-            is = _mm512_add_epi32(_mm512_slli_epi32(is, 7), rs); /* 128 isum_q + isum_r */
+            /* 128 (isum_q - c128) + (isum_r - r128), with the two offsets folded into one in
+             * scalar registers (the same integers: every intermediate fits in 32 bits) */
+            int32_t off = x->c128[bi] * 128 + x->r128[bi];
+            __m512i is = _mm512_sub_epi32(_mm512_add_epi32(_mm512_slli_epi32(isv[t], 7), rsv[t]), _mm512_set1_epi32(off));
             acc[t] = _mm512_add_ps(acc[t], _mm512_mul_ps(_mm512_cvtepi32_ps(is), _mm512_mul_ps(dw, _mm512_set1_ps(x->e[bi]))));
         }
     }

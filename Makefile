@@ -50,9 +50,12 @@ $(BUILD)/%.o: %.c
 	@echo "  CC      $<"
 	@$(CC) $(CFLAGS) -MMD -MP -c $< -o $@
 
-$(BUILD)/src/kernels/x86/%_avx2.o: CFLAGS += -ffp-contract=off -mavx2 -mfma -mf16c
-$(BUILD)/src/kernels/x86/%_avx512.o: CFLAGS += -ffp-contract=off -mavx2 -mfma -mf16c -mavx512f -mavx512bw -mavx512vl -mavx512dq -mavx512vnni
-$(BUILD)/src/kernels/x86/%_avx512bf16.o: CFLAGS += -ffp-contract=off -mavx2 -mfma -mf16c -mavx512f -mavx512bw -mavx512vl -mavx512dq -mavx512bf16
+AVX2_FLAGS       := -ffp-contract=off -mavx2 -mfma -mf16c
+AVX512_FLAGS     := $(AVX2_FLAGS) -mavx512f -mavx512bw -mavx512vl -mavx512dq -mavx512vnni
+AVX512BF16_FLAGS := $(AVX2_FLAGS) -mavx512f -mavx512bw -mavx512vl -mavx512dq -mavx512bf16
+$(BUILD)/src/kernels/x86/%_avx2.o: CFLAGS += $(AVX2_FLAGS)
+$(BUILD)/src/kernels/x86/%_avx512.o: CFLAGS += $(AVX512_FLAGS)
+$(BUILD)/src/kernels/x86/%_avx512bf16.o: CFLAGS += $(AVX512BF16_FLAGS)
 
 $(BUILD)/libdeltaserve.a: $(LIB_OBJ)
 	@rm -f $@
@@ -106,6 +109,10 @@ FUZZ_SAN     := -fsanitize=address,undefined -fno-sanitize-recover=undefined
 FUZZ_CFLAGS  := $(CFLAGS_BASE) -Wno-error -O1 -fno-omit-frame-pointer $(FUZZ_SAN)
 # the request parser fills sampling parameters with the sampler's defaults
 FUZZ_LIB_SRC := $(foreach d,common kernels loading tokenizer server,$(wildcard src/$(d)/*.c)) src/engine/sampler.c
+# make-model's MTP calibration runs the kernels, which pick the x86 ones at run time
+ifneq ($(filter x86_64 amd64,$(shell uname -m)),)
+FUZZ_LIB_SRC += $(wildcard src/kernels/x86/*.c)
+endif
 FUZZ_LIB_OBJ := $(FUZZ_LIB_SRC:%.c=$(FUZZ_BUILD)/%.o)
 FUZZ_SRC     := $(wildcard fuzz/fuzz_*.c)
 FUZZ_BIN     := $(FUZZ_SRC:fuzz/%.c=$(FUZZ_BUILD)/%)
@@ -121,6 +128,10 @@ $(FUZZ_BUILD)/src/%.o: src/%.c
 	@mkdir -p $(dir $@)
 	@echo "  FUZZCC  $<"
 	@$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer-no-link -MMD -MP -c $< -o $@
+
+$(FUZZ_BUILD)/src/kernels/x86/%_avx2.o: FUZZ_CFLAGS += $(AVX2_FLAGS)
+$(FUZZ_BUILD)/src/kernels/x86/%_avx512.o: FUZZ_CFLAGS += $(AVX512_FLAGS)
+$(FUZZ_BUILD)/src/kernels/x86/%_avx512bf16.o: FUZZ_CFLAGS += $(AVX512BF16_FLAGS)
 
 $(FUZZ_BUILD)/libdeltaserve.a: $(FUZZ_LIB_OBJ)
 	@rm -f $@

@@ -73,11 +73,25 @@ static void metric(ds_sb *o, const char *name, const char *type, const char *hel
     ds_sb_printf(o, "# HELP %s %s\n# TYPE %s %s\n%s{%s} %.10g\n", name, help, name, type, name, lbl, v);
 }
 
+/* `model_name="..."` with the value escaped as the text format asks (a backslash,
+ * a double quote and a newline would otherwise end the label or the line);
+ * a name too long for the buffer is cut between escapes, never inside one. */
+static void name_label(char *dst, size_t cap, const char *name) {
+    size_t n = (size_t)snprintf(dst, cap, "model_name=\"");
+    for (const char *p = name; *p && n + 3 < cap; p++) {
+        if (*p == '\\' || *p == '"') dst[n++] = '\\', dst[n++] = *p;
+        else if (*p == '\n') dst[n++] = '\\', dst[n++] = 'n';
+        else dst[n++] = *p;
+    }
+    dst[n++] = '"';
+    dst[n] = '\0';
+}
+
 void ds_metrics_render(ds_metrics *m, const ds_engine_stats *st, const char *model_name, ds_sb *o) {
     ds_engine_stats z = {0};
     if (!st) st = &z;
     char lbl[300], lbl_c[310];
-    snprintf(lbl, sizeof lbl, "model_name=\"%s\"", model_name);
+    name_label(lbl, sizeof lbl, model_name);
     snprintf(lbl_c, sizeof lbl_c, "%s,", lbl);
     double kv = st->kv_pages_total ? (double)st->kv_pages_used / st->kv_pages_total : 0.0;
     double state = st->state_slots_total ? (double)st->state_slots_used / st->state_slots_total : 0.0;

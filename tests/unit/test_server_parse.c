@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "server/chat_parser.h"
+#include "server/metrics.h"
 #include "server/openai_request.h"
 #include "server/stop_filter.h"
 #include "testing.h"
@@ -147,10 +148,35 @@ static void test_request(void) {
     ds_oai_request_free(&r);
 }
 
+/* A served model name with a quote, a backslash and a newline stays inside its
+ * label: every sample line still ends in a number. */
+static void test_metrics_label(void) {
+    ds_metrics m;
+    ds_metrics_init(&m);
+    ds_sb o = {0};
+    ds_metrics_render(&m, NULL, "we\"ird\\name\nx", &o);
+    REQUIRE(o.s != NULL, "rendered");
+    CHECK(strstr(o.s, "model_name=\"we\\\"ird\\\\name\\nx\"") != NULL, "escaped label");
+    int bad = 0;
+    for (char *line = o.s, *nl; line && *line; line = nl ? nl + 1 : NULL) {
+        nl = strchr(line, '\n');
+        if (line[0] == '#') continue;
+        char *end = nl ? nl : line + strlen(line), *sp = end;
+        while (sp > line && sp[-1] != ' ') sp--;
+        char *num_end;
+        strtod(sp, &num_end);
+        bad += sp == line || num_end != end;
+    }
+    CHECK(bad == 0, "%d sample lines do not end in a value", bad);
+    ds_sb_free(&o);
+    ds_metrics_free(&m);
+}
+
 int main(void) {
     RUN(test_stop_filter);
     RUN(test_reasoning);
     RUN(test_tool_calls);
     RUN(test_request);
+    RUN(test_metrics_label);
     return ds_test_finish();
 }

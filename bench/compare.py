@@ -3,8 +3,8 @@
 GGUF files, same thread count, interleaved and repeated (the machine is
 shared: a slow moment hits both programs alike when runs alternate).
 
-  /usr/bin/python3 bench/compare.py --llama /tmp/llama.cpp/build/bin -t 2 -r 5 \\
-      /tmp/m/08b-bf16.gguf /tmp/m/08b-q8.gguf /tmp/m/08b-q4km.gguf /tmp/m/35b-a3b-l4-q4km.gguf
+  /usr/bin/python3 bench/compare.py --llama LLAMA_BUILD/bin -t 2 -r 5 \\
+      08b-bf16.gguf 08b-q8.gguf 08b-q4km.gguf 35b-a3b-l4-q4km.gguf
 
 Per file and round: `deltaserve bench -p 512 -n 128 -b 16 -r 1 --json`, then
 `llama-bench -p 512 -n 128 -r 1 -o json`. Prints, per file, the median of
@@ -91,7 +91,8 @@ def run_llama(dir_, path, t, p, n):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("files", nargs="+")
-    ap.add_argument("--llama", default="/tmp/llama.cpp/build/bin")
+    ap.add_argument("--llama", default=os.environ.get("LLAMA_BIN"),
+                    help="the bin/ folder of a llama.cpp build (default: $LLAMA_BIN)")
     ap.add_argument("--bin", default=os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "build", "deltaserve"))
     ap.add_argument("-t", type=int, default=2)
     ap.add_argument("-r", type=int, default=5)
@@ -105,6 +106,8 @@ def main():
     ap.add_argument("--tries", type=int, default=4)
     ap.add_argument("--from-json", help="print the table of a run saved with --json instead of running")
     a = ap.parse_args()
+    if not a.from_json and not a.llama:
+        ap.error("--llama (or $LLAMA_BIN): the bin/ folder of a llama.cpp build is needed")
     raw = {f: {"ours": [], "llama": [], "load": []} for f in a.files}
     if a.from_json:
         with open(a.from_json) as fh:

@@ -83,26 +83,15 @@ void ds_to_bf16_ref(uint16_t *dst, const float *x, int64_t n) {
 /* ------------------------------------------------------------------------ */
 /* Float weights: ds_dot's order                                             */
 
-static float dot16(const float *a, const float *b, int64_t n) {
-    float acc[16] = {0};
-    int64_t i = 0;
-    for (; i + 16 <= n; i += 16)
-        for (int l = 0; l < 16; l++) acc[l] += a[i + l] * b[i + l];
-    float s = 0.0f;
-    for (int l = 0; l < 16; l++) s += acc[l];
-    for (; i < n; i++) s += a[i] * b[i];
-    return s;
-}
-
 static void mm_f32(const ds_mm *m, int64_t r0, int64_t r1) {
     const ds_wmat *w = m->w;
     for (int64_t r = r0; r < r1; r++) {
         const float *row = (const float *)w->data + r * w->cols;
-        for (int64_t t = 0; t < m->n; t++) m->y[t * m->ldy + r] = dot16(row, m->x + t * m->ldx, w->cols);
+        for (int64_t t = 0; t < m->n; t++) m->y[t * m->ldy + r] = ds_dot(row, m->x + t * m->ldx, w->cols);
     }
 }
 
-/* F16 and BF16: rows widened to F32 (exact), then dot16 */
+/* F16 and BF16: rows widened to F32 (exact), then ds_dot's order */
 static void mm_f16(const ds_mm *m, int64_t r0, int64_t r1) {
     const ds_wmat *w = m->w;
     for (int64_t r = r0; r < r1; r++) {
@@ -306,7 +295,7 @@ static void mm_q6_K(const ds_mm *m, int64_t r0, int64_t r1) {
 /* ------------------------------------------------------------------------ */
 /* Vector primitives                                                         */
 
-static float vdot(const float *a, const float *b, int64_t n) { return dot16(a, b, n); }
+static float vdot(const float *a, const float *b, int64_t n) { return ds_dot(a, b, n); }
 static void vaxpy(float *y, float a, const float *x, int64_t n) {
     for (int64_t i = 0; i < n; i++) y[i] += a * x[i];
 }

@@ -31,6 +31,7 @@
 
 #include "kernels/backend.h"
 #include "kernels/dtype.h"
+#include "kernels/ops.h"
 #include "loading/model_make.h"
 
 #define DAMP 0.01f      /* output projections of every block but layer 0's FFN */
@@ -171,17 +172,6 @@ static ds_status upload(calib *k, const ds_tensor_spec *s, const float *vals, in
     return ds_be_weight_new(k->be, &m, DS_W_MATMUL, out, e);
 }
 
-static float dotf(const float *a, const float *b, int64_t n) {
-    float acc[16] = {0};
-    int64_t i = 0;
-    for (; i + 16 <= n; i += 16)
-        for (int l = 0; l < 16; l++) acc[l] += a[i + l] * b[i + l];
-    float s = 0.0f;
-    for (int l = 0; l < 16; l++) s += acc[l];
-    for (; i < n; i++) s += a[i] * b[i];
-    return s;
-}
-
 /* y = norm(x) * w (w NULL: 1) */
 static void norm_mul(float *y, const float *x, const float *w, int64_t H, float eps) {
     double ss = 0;
@@ -199,7 +189,7 @@ static void choose(calib *k, const float *r, int n, int32_t *tok) {
     for (int64_t j = 0; j < n * Fw; j++) k->a[j] *= k->g[j] / (1.0f + expf(-k->g[j]));
     ds_be_matmul1(k->be, k->y, H, k->down, k->a, Fw, n);
     for (int i = 0; i < n; i++) {
-        float sg = k->sh_gate ? 1.0f / (1.0f + expf(-dotf(k->sh_gate, k->u + i * H, H))) : 1.0f;
+        float sg = k->sh_gate ? 1.0f / (1.0f + expf(-ds_dot(k->sh_gate, k->u + i * H, H))) : 1.0f;
         for (int64_t p = 0; p < H; p++) k->y[i * H + p] = r[i * H + p] + sg * k->y[i * H + p];
         norm_mul(k->u + i * H, k->y + i * H, k->out_norm, H, k->c->rms_eps);
     }
@@ -227,7 +217,7 @@ static float agreement(calib *k, float beta, const float *R, float *M, uint8_t *
     }
     for (int i = 0; i < N_SAMPLE; i++) {
         norm_mul(k->u, k->E + (int64_t)xs[i] * H, NULL, H, k->c->rms_eps);
-        for (int64_t p = 0; p < H; p++) r[i * H + p] = dotf(M + p * H, k->u, H);
+        for (int64_t p = 0; p < H; p++) r[i * H + p] = ds_dot(M + p * H, k->u, H);
     }
     int32_t got[N_SAMPLE];
     choose(k, r, N_SAMPLE, got);

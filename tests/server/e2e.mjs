@@ -496,12 +496,20 @@ async function faultPhaseSuite() {
 async function drainSuite() {
   const pid = Number(process.env.DS_SERVER_PID);
   await t('SIGTERM drains: 503s for new work, running stream finishes', async () => {
-    const s = await client.completions.create({ model: MODEL, prompt: 'x', max_tokens: 300, stream: true, temperature: 1, seed: 3 });
+    // 4000 tokens with ignore_eos: the stream must outlive the checks below on a fast machine
+    // (the server exits as soon as nothing is in flight, and then nothing answers at all)
+    const s = await client.completions.create({ model: MODEL, prompt: 'x', max_tokens: 4000, stream: true,
+      temperature: 1, seed: 3, ignore_eos: true });
     const it = s[Symbol.asyncIterator]();
     await it.next();
     process.kill(pid, 'SIGTERM');
-    await sleep(100);
-    const h = await raw('GET', '/health');
+    // the signal is handled asynchronously: poll until the server says it is draining
+    let h;
+    for (let i = 0; i < 400; i++) {
+      h = await raw('GET', '/health');
+      if (h.status === 503) break;
+      await sleep(5);
+    }
     check(h.status === 503, `health ${h.status}`);
     const n = await raw('POST', '/v1/completions', { model: MODEL, prompt: 'x', max_tokens: 2 }, auth);
     check(n.status === 503, `new request ${n.status}`);

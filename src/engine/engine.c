@@ -128,8 +128,11 @@ ds_status ds_engine_new(ds_model *model, const ds_engine_params *params, ds_engi
     g->seq_n_rows = calloc((size_t)p.max_running, sizeof *g->seq_n_rows);
     g->logits = malloc((size_t)n_rows * (size_t)c->n_vocab * sizeof *g->logits);
     g->lookup_pages = malloc(((size_t)g->max_seq / (size_t)p.page_size + 1) * sizeof *g->lookup_pages);
+    g->allowed = malloc((size_t)c->n_vocab);
+    g->filtered = malloc((size_t)c->n_vocab * sizeof *g->filtered);
     if (!s && (!g->running || !g->rows || !g->seqs || !g->seq_req || !g->seq_first_row || !g->seq_n_rows ||
-               !g->logits || !g->lookup_pages || ds_sampler_scratch_init(&g->scratch, c->n_vocab)))
+               !g->logits || !g->lookup_pages || !g->allowed || !g->filtered ||
+               ds_sampler_scratch_init(&g->scratch, c->n_vocab)))
         s = ds_fail(e, DS_ENOMEM, "engine: out of memory for step tables");
     g->cap_ids = 1024;
     g->abort_ids = malloc((size_t)g->cap_ids * sizeof *g->abort_ids);
@@ -185,6 +188,8 @@ void ds_engine_free(ds_engine *g) {
     free(g->seq_n_rows);
     free(g->logits);
     free(g->lookup_pages);
+    free(g->allowed);
+    free(g->filtered);
     free(g->abort_ids);
     free(g->fault_ids);
     ds_sampler_scratch_free(&g->scratch);
@@ -567,9 +572,23 @@ int ds_engine_append(ds_engine *g, req *r, int32_t t, const float *logits) {
 
 /* After a forward: the request whose computed positions reached its last token samples the next one. */
 static int sample_next(ds_engine *g, req *r, const float *logits) {
-    int32_t t = ds_sampler_sample(&r->sampler, logits, r->tokens + r->n_prompt, r->n_generated, &g->scratch);
+    const float *from = logits;
+    if (r->p.filter && !r->filter_done) {
+        int V = g->cfg->n_vocab;
+        memset(g->allowed, 0, (size_t)V);
+        ds_filter_result f = r->p.filter(r->p.filter_user, r->tokens + r->n_prompt, r->n_generated, g->allowed, V);
+        if (f == DS_FILTER_DONE) r->filter_done = 1;
+        if (f == DS_FILTER_MASK) {
+            for (int i = 0; i < V; i++) g->filtered[i] = g->allowed[i] ? logits[i] : -INFINITY;
+            from = g->filtered;
+        }
+    }
+    int32_t t = ds_sampler_sample(&r->sampler, from, r->tokens + r->n_prompt, r->n_generated, &g->scratch);
+    /* logprobs report the model's own distribution, as without a filter */
     return ds_engine_append(g, r, t, logits);
 }
+
+int ds_engine_may_speculate(const req *r) { return !r->p.filter || r->filter_done; }
 
 /* After a prefill chunk that ended on a checkpoint position (an interval
  * multiple, or the prompt's end rounded down to 64), the pages so far and a

@@ -76,6 +76,18 @@ typedef enum {
     DS_FAULT_VERIFY,    /* a call that verifies MTP drafts */
 } ds_fault_phase;
 
+/* A request may narrow which tokens it samples next (a tool call the client
+ * requires). Called on the engine thread before each of the request's tokens
+ * is drawn, with the tokens it generated so far: it either sets allowed[t] = 1
+ * for every token it permits (at least one; the array arrives zeroed) and
+ * returns DS_FILTER_MASK, or returns DS_FILTER_FREE (any token this time) or
+ * DS_FILTER_DONE (any token from now on; it is not called again). The others
+ * keep their logits and are drawn from as usual. While a filter may still
+ * narrow, its request does not speculate (drafts would be drawn unfiltered). */
+typedef enum { DS_FILTER_FREE = 0, DS_FILTER_MASK, DS_FILTER_DONE } ds_filter_result;
+typedef ds_filter_result (*ds_token_filter_fn)(void *user, const int32_t *generated, int n_generated, uint8_t *allowed,
+                                               int n_vocab);
+
 typedef struct {
     const int32_t *prompt;      /* copied by submit */
     int n_prompt;
@@ -87,6 +99,8 @@ typedef struct {
     int n_top_logprobs;         /* 0..DS_MAX_TOP_LOGPROBS */
     ds_event_fn on_event;
     void *user;
+    ds_token_filter_fn filter;  /* NULL: every token allowed */
+    void *filter_user;
     /* test hook: the first model call of this phase made once fault_after_tokens
      * tokens were generated fails this request (as a failed call would), while
      * the rest of the batch goes on */

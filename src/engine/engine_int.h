@@ -24,6 +24,7 @@ typedef struct req {
     int64_t scheduled_step;     /* the step that last gave it rows */
     int aborted;
     ds_fault_phase fault;       /* test hook: pending fault (p.fault_after_tokens applies) */
+    int filter_done;            /* p.filter returned DS_FILTER_DONE */
     int share_cut;              /* a waiting request shares the prompt up to here: cut and checkpoint there */
     struct req *next;           /* inbox / waiting list */
     /* speculative decoding (speculate.c) */
@@ -62,6 +63,8 @@ struct ds_engine {
     int *seq_first_row, *seq_n_rows;
     float *logits;
     ds_sampler_scratch scratch;
+    uint8_t *allowed;           /* [vocab] a token filter's answer */
+    float *filtered;            /* [vocab] logits with the filtered-out tokens at -inf */
     int32_t *lookup_pages;
     /* shared with other threads */
     pthread_mutex_t mu;
@@ -95,6 +98,9 @@ int ds_engine_ensure_pages(ds_engine *g, req *r, int upto);
 /* Appends a sampled token: event, stop and length checks. Returns 1 when the
  * request finished (and was freed). */
 int ds_engine_append(ds_engine *g, req *r, int32_t token, const float *logits);
+
+/* Whether r may draft: not while a token filter may still narrow its choices. */
+int ds_engine_may_speculate(const req *r);
 
 /* speculate.c */
 /* Rows a decode of r runs this step: 1, or 1 + drafts when verifying. Takes the verify slots. */

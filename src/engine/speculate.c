@@ -183,7 +183,7 @@ void ds_spec_draft(ds_engine *g, req **reqs, int n) {
             r->k = 1;
             r->acc_hits = r->acc_trials = 0.0f;
         }
-        if (r->k == 0 || (!greedy(r) && !r->q)) continue;
+        if (r->k == 0 || (!greedy(r) && !r->q) || !ds_engine_may_speculate(r)) continue;
         int first = r->step_first_pos, last = r->n_computed; /* positions [first, last) */
         if (last <= first || last >= r->n_tokens) continue;
         g->mtp_seqs[n_seqs] = (ds_batch_seq){.mode = DS_SEQ_PREFILL, .pages = r->pages, .n_pages = r->n_pages};

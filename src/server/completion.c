@@ -45,6 +45,8 @@ typedef struct {
     ds_stream_decoder dec;
     ds_stop_filter stop;
     ds_chat_parser parser;
+    ds_tool_constraint call;  /* tool_choice required or named: engine-thread filter state */
+    int has_call;
     int done, stop_hit, has_cached;
     ds_finish reason;
     char error[256];
@@ -118,6 +120,7 @@ static void completion_free(ds_completion *c) {
         ds_stream_decoder_free(&h->dec);
         ds_stop_filter_free(&h->stop);
         ds_chat_parser_free(&h->parser);
+        if (h->has_call) ds_tool_constraint_free(&h->call);
         ds_sb_free(&h->think_tail);
         ds_sb_free(&h->content);
         ds_sb_free(&h->reasoning);
@@ -621,6 +624,16 @@ ds_completion *ds_completion_start(ds_server *s, ds_oai_request *req, int fd, ds
         }
         ds_stop_filter_init(&h->stop, c->req.stop, c->req.n_stop);
         ds_chat_parser_init(&h->parser, c->start_in_reasoning, c->parse_tools);
+        if (c->req.kind == DS_OAI_CHAT && c->req.tool_choice >= DS_TOOLS_REQUIRED) {
+            if (ds_tool_constraint_init(&h->call, s->tok, s->call_form, c->req.tools,
+                                        c->req.tool_choice == DS_TOOLS_NAMED ? c->req.tool_name : NULL,
+                                        c->start_in_reasoning, &e) != DS_OK) {
+                http_fail(err, e.code == DS_ENOMEM ? 500 : 400, e.code == DS_ENOMEM ? "server_error" : "invalid_request_error",
+                          "tool_choice", "%s", e.msg);
+                goto fail;
+            }
+            h->has_call = 1;
+        }
     }
     free(text);
     text = NULL;
@@ -629,6 +642,7 @@ ds_completion *ds_completion_start(ds_server *s, ds_oai_request *req, int fd, ds
         ds_request_params rp = {.prompt = toks.ids, .n_prompt = (int)toks.n, .sampling = c->req.sampling,
                                 .max_tokens = c->max_tokens, .n_top_logprobs = c->req.logprobs ? c->req.top_logprobs : 0,
                                 .ignore_eos = c->req.ignore_eos, .on_event = on_event, .user = h};
+        if (h->has_call) rp.filter = ds_tool_constraint_filter, rp.filter_user = &h->call;
         if (c->req.seed_given) rp.sampling.seed = c->req.sampling.seed + (uint64_t)i;
         else rp.sampling.seed = ((uint64_t)time(NULL) << 20) ^ (uint64_t)(uintptr_t)h ^ (uint64_t)i;
         /* the fault hook decides at submission, so the engine (not this thread, which may lag

@@ -268,6 +268,7 @@ static int load(ds_server *s) {
         const char *t = ds_model_chat_template(s->file);
         st = ds_jinja_compile(t ? t : DS_DEFAULT_CHAT_TEMPLATE, &s->tmpl, &e);
         if (st) ds_err_prefix(&e, "chat template");
+        s->call_form = ds_call_form_of_template(t ? t : DS_DEFAULT_CHAT_TEMPLATE);
     }
     if (st) {
         fprintf(stderr, "deltaserve serve: %s\n", e.msg);

@@ -197,6 +197,33 @@ async function mainSuite() {
       if (c.finish_reason === 'tool_calls') check(c.message.tool_calls.length > 0, 'calls');
     }
   });
+  await t('tool_choice required / named: the answer opens a call to an allowed function', async () => {
+    // the random-weight model would not call a tool by itself; the constraint makes it open one
+    // (its arguments are then the model's, so the call stays unfinished: content, finish length)
+    const tools = ['get_weather', 'get_time', 'search'].map((name) => ({ type: 'function', function: { name, parameters: { type: 'object' } } }));
+    const base = { model: MODEL, messages: [{ role: 'user', content: 'call something' }], tools, max_tokens: 40,
+      temperature: 1, chat_template_kwargs: { enable_thinking: false } };
+    for (let seed = 0; seed < 6; seed++) {
+      const named = seed % 2 === 1 ? tools[seed % 3].function.name : null;
+      const tool_choice = named ? { type: 'function', function: { name: named } } : 'required';
+      const r = await client.chat.completions.create({ ...base, tool_choice, seed });
+      const m = r.choices[0].message;
+      const text = m.tool_calls ? `<tool_call>\n<function=${m.tool_calls[0].function.name}>` : m.content;
+      const got = /^<tool_call>\n<function=([a-z_]+)>/.exec(text || '');
+      check(got && (named ? got[1] === named : tools.some((x) => x.function.name === got[1])),
+        `${JSON.stringify(tool_choice)}: ${JSON.stringify(text).slice(0, 80)}`);
+      // streamed: an opening of the same kind arrives in the deltas
+      const s = await client.chat.completions.create({ ...base, tool_choice, seed, stream: true });
+      let streamed = '';
+      for await (const ch of s) if (ch.choices[0] && ch.choices[0].delta.content) streamed += ch.choices[0].delta.content;
+      const sg = /^<tool_call>\n<function=([a-z_]+)>/.exec(streamed);
+      check(sg && (named ? sg[1] === named : tools.some((x) => x.function.name === sg[1])),
+        `stream: ${JSON.stringify(streamed).slice(0, 60)}`);
+    }
+    // auto leaves the model free: with these weights it does not open a call
+    const r = await client.chat.completions.create({ ...base, tool_choice: 'auto', seed: 1 });
+    check(!(r.choices[0].message.content || '').startsWith('<tool_call>'), 'auto was narrowed');
+  });
   await t('prefix cache: a repeated long prompt reports cached tokens', async () => {
     const long = 'lorem ipsum dolor sit amet '.repeat(40);
     const p = { model: MODEL, messages: [{ role: 'user', content: long }], max_tokens: 1 };

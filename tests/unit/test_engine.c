@@ -10,7 +10,10 @@
  *     their baseline once everything has ended;
  *   - injected faults (the test hook) at prefill, decode and verify: the one
  *     request fails with the phase named, the rest of its batch gives the same
- *     tokens as a run without the fault. */
+ *     tokens as a run without the fault;
+ *   - token filters (what tool_choice required uses): only allowed tokens are
+ *     drawn, the filter sees the right history, stops being asked once done,
+ *     and speculation (off while a filter narrows) changes nothing. */
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -442,6 +445,100 @@ static void test_shared_arrivals(const char *shape) {
     unload(&l);
 }
 
+/* A token filter (tool_choice required uses one): the first n_force tokens may
+ * only be the forced ones (greedy) or one of three per position (sampling);
+ * then it lets go. It checks the history it is shown. */
+typedef struct {
+    int32_t force[12];
+    int n_force, calls, calls_after_done, done, bad_history, sampling;
+} forcer;
+
+static int32_t subset_token(int n, int j) { return (int32_t)((n * 37 + j * 101 + 5) % 1000); }
+
+static ds_filter_result force_filter(void *u, const int32_t *gen, int n, uint8_t *allowed, int n_vocab) {
+    forcer *f = u;
+    f->calls++;
+    if (f->done) f->calls_after_done++;
+    for (int i = 0; i < n && i < f->n_force; i++) {
+        int ok = gen[i] == f->force[i];
+        for (int j = 0; f->sampling && j < 3; j++) ok |= gen[i] == subset_token(i, j);
+        f->bad_history += !ok;
+    }
+    if (n >= f->n_force) {
+        f->done = 1;
+        return DS_FILTER_DONE;
+    }
+    if (f->sampling)
+        for (int j = 0; j < 3; j++) allowed[subset_token(n, j) % n_vocab] = 1;
+    else
+        allowed[f->force[n]] = 1;
+    return DS_FILTER_MASK;
+}
+
+static forcer forcers[16];
+
+static void run_filtered(ds_model *m, int spec_tokens, int sampling, results *res, ds_engine_stats *st) {
+    ds_engine_params ep;
+    ds_engine_defaults(&ep);
+    ep.spec_tokens = spec_tokens;
+    ds_engine *eng;
+    ds_err e = {0};
+    if (ds_engine_new(m, &ep, &eng, &e)) { printf("engine: %s\n", e.msg); return; }
+    memset(res, 0, sizeof *res);
+    uint32_t x = 99;
+    for (int i = 0; i < 16; i++) {
+        forcer *f = &forcers[i];
+        memset(f, 0, sizeof *f);
+        f->sampling = sampling;
+        f->n_force = i % 4 == 3 ? 0 : 2 + i % 9; /* some requests carry a filter that lets go at once */
+        for (int k = 0; k < f->n_force; k++) f->force[k] = (int32_t)((x = x * 1664525u + 1013904223u) >> 8) % 1000;
+        ctxs[i] = (ctx){res, i};
+        ds_request_params rp = {.prompt = W.toks[i], .n_prompt = W.len[i], .max_tokens = f->n_force + 12,
+                                .ignore_eos = 1, .on_event = on_event, .user = &ctxs[i], .filter = force_filter,
+                                .filter_user = f};
+        if (sampling) ds_sampling_defaults(&rp.sampling), rp.sampling.seed = 7 + (uint64_t)i;
+        else greedy(&rp.sampling);
+        if (!ds_engine_submit(eng, &rp, &e)) printf("submit: %s\n", e.msg);
+    }
+    while (ds_engine_step(eng)) {}
+    ds_engine_stats_get(eng, st);
+    ds_engine_free(eng);
+}
+
+static void test_token_filter(void) {
+    loaded l;
+    REQUIRE(load("tiny", &l) == 0, "load");
+    make_workload(&W, 16, 23);
+    for (int sampling = 0; sampling < 2; sampling++) {
+        ds_engine_stats s_on, s_off;
+        run_filtered(l.model, 3, sampling, &A, &s_on);
+        for (int i = 0; i < 16; i++) {
+            forcer *f = &forcers[i];
+            CHECK(A.reason[i] == DS_FINISH_LENGTH && A.n_out[i] == f->n_force + 12, "%d: %d tokens", i, A.n_out[i]);
+            for (int k = 0; k < f->n_force && k < A.n_out[i]; k++) {
+                int ok = A.out[i][k] == f->force[k];
+                for (int j = 0; sampling && j < 3; j++) ok |= A.out[i][k] == subset_token(k, j);
+                CHECK(ok, "%s request %d token %d: %d is not allowed", sampling ? "sampled" : "greedy", i, k,
+                      A.out[i][k]);
+            }
+            CHECK(f->bad_history == 0, "request %d: the filter was shown a wrong history", i);
+            CHECK(f->calls == f->n_force + 1 && f->calls_after_done == 0,
+                  "request %d: %d filter calls for %d forced tokens (it must stop once done)", i, f->calls, f->n_force);
+        }
+        /* speculation resumes once the filter let go and changes nothing greedy; sampled, it keeps
+         * the distribution but draws differently, so only the tokens drawn before it resumed (the
+         * filtered ones and the next) are the same */
+        CHECK(sampling || s_on.spec_drafted > 0, "no drafts after the filters let go");
+        run_filtered(l.model, 0, sampling, &B, &s_off);
+        for (int i = 0; i < 16; i++) {
+            int n = sampling ? forcers[i].n_force + 1 : A.n_out[i];
+            CHECK(B.n_out[i] == A.n_out[i] && !memcmp(A.out[i], B.out[i], (size_t)n * sizeof(int32_t)),
+                  "%s request %d: outputs differ with and without speculation", sampling ? "sampled" : "greedy", i);
+        }
+    }
+    unload(&l);
+}
+
 static void test_shared_prefix_computed_once(void) {
     test_shared_arrivals("tiny");
     test_shared_arrivals("tiny-qwen3");
@@ -458,6 +555,7 @@ int main(void) {
     RUN(test_preemption_keeps_outputs);
     RUN(test_cache_on_off_identical);
     RUN(test_shared_prefix_computed_once);
+    RUN(test_token_filter);
     char cmd[600];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);
     if (system(cmd) != 0) printf("could not remove %s\n", tmpdir);

@@ -233,6 +233,24 @@ async function mainSuite() {
     const m = await metrics();
     check(m['vllm:prefix_cache_hits_total'] > 0 && m['vllm:prefix_cache_queries_total'] >= m['vllm:prefix_cache_hits_total'], 'metrics');
   });
+  await t('prefix cache: the next turn hits although the template drops the earlier reasoning', async () => {
+    // turn 1 ends its prompt with "<think>\n"; turn 2 renders turn 1's answer without its reasoning, so
+    // it is no extension of turn 1's prompt, but shares everything before the assistant's answer
+    const user1 = 'turn one of a multi-turn chat with a long question '.repeat(30);
+    const t1 = await client.chat.completions.create({ model: MODEL, messages: [{ role: 'user', content: user1 }],
+      max_tokens: 6, temperature: 0 });
+    const a1 = t1.choices[0].message;
+    check(a1.reasoning_content && a1.reasoning_content.length > 0, `turn 1 has no reasoning: ${JSON.stringify(a1)}`);
+    const p1 = t1.usage.prompt_tokens;
+    const t2 = await client.chat.completions.create({ model: MODEL, max_tokens: 2, temperature: 0, messages: [
+      { role: 'user', content: user1 },
+      { role: 'assistant', content: a1.content || '', reasoning_content: a1.reasoning_content },
+      { role: 'user', content: 'and turn two' }] });
+    const cached = t2.usage.prompt_tokens_details.cached_tokens;
+    // checkpoints lie at multiples of 512 and at turn 1's prompt end rounded down to 64
+    const end = Math.floor(p1 / 64) * 64, want = end <= p1 - 2 ? end : Math.floor((p1 - 2) / 512) * 512;
+    check(p1 > 600 && cached >= want && cached <= p1 - 2, `turn 1 prompt ${p1}, turn 2 cached ${cached}, expected ${want}`);
+  });
   await t('metrics: names and aliases', async () => {
     const m = await metrics();
     for (const k of ['vllm:num_requests_running', 'vllm:num_requests_waiting', 'vllm:gpu_cache_usage_perc', 'vllm:kv_cache_usage_perc',

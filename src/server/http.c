@@ -38,6 +38,7 @@ void ds_server_defaults(ds_server_config *c) {
     c->port = 8080;
     ds_engine_defaults(&c->engine);
     c->max_body_bytes = (size_t)8 << 20;
+    c->max_connections = 256;
     c->drain_timeout_s = 60.0;
     c->fault_phase = DS_FAULT_ANY;
 }
@@ -367,7 +368,7 @@ int ds_server_run(const ds_server_config *cfg) {
     struct MHD_Daemon *d = MHD_start_daemon(
         MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_THREAD_PER_CONNECTION | MHD_USE_POLL, 0, NULL, NULL, handler, s,
         MHD_OPTION_LISTEN_SOCKET, fd, MHD_OPTION_NOTIFY_COMPLETED, completed, s, MHD_OPTION_CONNECTION_TIMEOUT,
-        (unsigned)600, MHD_OPTION_END);
+        (unsigned)600, MHD_OPTION_CONNECTION_LIMIT, (unsigned)cfg->max_connections, MHD_OPTION_END);
     if (!d) {
         fprintf(stderr, "deltaserve serve: cannot start the HTTP server on %s:%d\n", cfg->host, port);
         close(fd);

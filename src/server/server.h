@@ -24,6 +24,7 @@ typedef struct {
     int n_threads;                /* compute threads (0: one per core) */
     int ctx;                      /* 0: the model's trained context */
     size_t max_body_bytes;        /* larger bodies get 413 */
+    int max_connections;          /* open connections (one thread each); more are closed at once */
     /* test hooks: the chosen engine requests (one per choice, counted from 1)
      * get a fault (ds_request_params.fault) */
     int fault_after;              /* > 0: the Nth request's model call fails */

@@ -95,6 +95,43 @@ if start queue --max-queue 1 --max-running 1 --no-prefix-cache; then
     suite queue
     stop queue
 fi
+# --max-connections: three idle clients hold every connection; a fourth is closed unanswered,
+# and once they leave the server answers again
+if start conn --max-connections 3; then
+    out=$(/usr/bin/python3 - "$port" <<'PY'
+import socket, sys, time
+port = int(sys.argv[1])
+def get():
+    s = socket.create_connection(("127.0.0.1", port))
+    s.settimeout(10)
+    s.sendall(b"GET /health HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n")
+    data = b""
+    try:
+        while True:
+            d = s.recv(4096)
+            if not d: break
+            data += d
+    except (ConnectionResetError, socket.timeout):
+        pass
+    s.close()
+    return data
+idle = [socket.create_connection(("127.0.0.1", port)) for _ in range(3)]
+over = get()
+for s in idle: s.close()
+after = b""
+for _ in range(100):
+    after = get()
+    if after.startswith(b"HTTP/1.1 200"): break
+    time.sleep(0.05)
+print("over=%r after=%r" % (over[:12], after[:12]))
+PY
+)
+    case "$out" in
+        "over=b'' after=b'HTTP/1.1 200'") ok "--max-connections: one over the limit is closed, then served again" ;;
+        *) bad "--max-connections" "$out" ;;
+    esac
+    stop conn
+fi
 if DS_FAULT_EVERY=1 DS_FAULT_AT_TOKEN=3 start fault; then
     suite fault
     stop fault

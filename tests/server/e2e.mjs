@@ -485,7 +485,9 @@ function checkCompleteStream(r, maxTokens, what) {
 async function faultPhaseSuite() {
   const phase = process.env.DS_FAULT_PHASE;
   // requests 3 and 6 (counted by the server from 1) get the fault; the others are its busy batch
-  const bg = (n) => ({ model: MODEL, prompt: `background request ${n} `.repeat(8), max_tokens: 300, ignore_eos: true,
+  // long enough that the background outlives both faulty requests on a fast machine
+  const BG = 800;
+  const bg = (n) => ({ model: MODEL, prompt: `background request ${n} `.repeat(8), max_tokens: BG, ignore_eos: true,
     stream: true, stream_options: { include_usage: true }, temperature: 1, seed: n });
   // prefill: a prompt longer than one prefill chunk; decode: sampling (drafts pause once the random
   // MTP head is rejected, then plain decodes follow); verify: greedy, whose first decode verifies drafts
@@ -518,12 +520,12 @@ async function faultPhaseSuite() {
     const [ra, rb, rc, rd] = await Promise.all([a.end, b.end, c.end, d]);
     // the faulty requests failed while the others were still generating
     check(ra.endedAt > f1At && rb.endedAt > f1At, 'requests 1 and 2 had ended before request 3 failed');
-    checkCompleteStream(ra, 300, 'request 1');
-    checkCompleteStream(rb, 300, 'request 2');
-    checkCompleteStream(rc, 300, 'request 4');
+    checkCompleteStream(ra, BG, 'request 1');
+    checkCompleteStream(rb, BG, 'request 2');
+    checkCompleteStream(rc, BG, 'request 4');
     check(rd.status === 200, `request 5: ${rd.status} ${rd.body.slice(0, 200)}`);
     const j = JSON.parse(rd.body);
-    check(j.choices[0].finish_reason === 'length' && j.usage.completion_tokens === 300, `request 5: ${JSON.stringify(j.usage)}`);
+    check(j.choices[0].finish_reason === 'length' && j.usage.completion_tokens === BG, `request 5: ${JSON.stringify(j.usage)}`);
   });
   await t(`fault in a ${phase} step: pools back, failures counted`, async () => {
     let m;

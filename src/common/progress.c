@@ -31,6 +31,10 @@ void ds_progress_add(ds_progress *p, uint64_t n) {
     if (p->enabled) draw(p);
 }
 
+void ds_progress_stop(ds_progress *p) {
+    if (p->enabled) fputc('\n', stderr);
+}
+
 void ds_progress_finish(ds_progress *p) {
     if (!p->enabled) return;
     p->done = p->total;

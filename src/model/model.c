@@ -34,6 +34,7 @@ static ds_status upload_mat(ds_model *m, ds_mat src, int flags, ds_w *out, ds_er
     ds_bweight *w;
     ds_status s = ds_be_weight_new(m->be, &src, flags, &w, e);
     if (s) return s;
+    ds_progress_add(&m->loading, (uint64_t)ds_dtype_row_bytes(src.type, src.cols) * (uint64_t)src.rows);
     m->owned[m->n_owned++] = w;
     *out = w;
     return DS_OK;
@@ -238,6 +239,15 @@ ds_status ds_model_new(const ds_model_file *file, const ds_model_params *params,
         free(m);
         return s;
     }
+    /* repacking a large model's weights takes a while: a bar on a terminal */
+    uint64_t total = 0;
+    for (int i = 0; i < ds_model_n_tensors(file); i++) {
+        const ds_tensor *t = ds_model_tensor_at(file, i);
+        uint64_t n = ds_dtype_row_bytes(t->type, t->ne[0]);
+        for (int d = 1; d < t->n_dims; d++) n *= (uint64_t)t->ne[d];
+        total += n;
+    }
+    ds_progress_start(&m->loading, "loading weights", total);
     const ds_tensor *embd = ds_model_tensor(file, "token_embd.weight");
     const ds_tensor *out_t = ds_model_tensor(file, "output.weight");
     if (out_t) {
@@ -274,6 +284,8 @@ ds_status ds_model_new(const ds_model_file *file, const ds_model_params *params,
         if (hi > lo) m->be->ops->release_host(m->be, (const void *)lo, hi - lo);
     }
     if (!s) s = alloc_workspace(m, e);
+    if (s) ds_progress_stop(&m->loading);
+    else ds_progress_finish(&m->loading);
     if (s) {
         ds_model_free(m);
         return s;

@@ -11,6 +11,7 @@
 
 #include "kernels/backend.h"
 #include "kernels/ops.h"
+#include "common/progress.h"
 #include "model/model.h"
 
 typedef const ds_bweight *ds_w; /* a matrix on the backend */
@@ -91,6 +92,7 @@ struct ds_model {
     int ub;                     /* tokens per slice: min(max_batch_tokens, DS_UBATCH) */
     ds_bweight **owned;         /* every uploaded weight, freed with the model */
     int n_owned, cap_owned;
+    ds_progress loading;        /* weight bytes prepared (a bar on a terminal) */
     void **bufs;                /* every backend buffer */
     ds_status vec_status;       /* a vector could not be copied at load */
     int n_bufs, cap_bufs;

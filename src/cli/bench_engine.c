@@ -254,7 +254,7 @@ static double time_calls(ds_model *m, ds_kv_pool *kv, ds_state_pool *st, int pos
         for (int i = 0; i < n; i++) t[i] = (ds_batch_token){.token = 5 + i, .seq = 0, .pos = pos + i, .want_logits = 1};
         ds_batch b = {.tokens = t, .n_tokens = n, .seqs = &s, .n_seqs = 1, .logits = logits};
         ds_err e = {0};
-        if (ds_model_forward(m, kv, st, &b, &e) || (n > 1 && ds_model_verify_commit(m, st, 0, vs, n, &e))) {
+        if (ds_model_forward(m, kv, st, &b, &e) || (n > 1 && ds_model_verify_commit(m, st, NULL, 0, vs, n, &e))) {
             fprintf(stderr, "deltaserve bench: %s\n", e.msg);
             break;
         }
@@ -263,7 +263,53 @@ static double time_calls(ds_model *m, ds_kv_pool *kv, ds_state_pool *st, int pos
     return (ds_now() - t0) / reps;
 }
 
-int ds_bench_spec(const char *path, int n_threads, int spec_tokens, int n_gen, int json) {
+/* Decode tokens/s of n (at most 64) sequences (different 32-token prompts, greedy) decoding at once
+ * through an engine, timed from their first token to the end; *st gets the engine's counters. */
+static int decode_rate(ds_model *m, int spec_tokens, size_t spec_state_bytes, int spec_max_batch, int n, int n_gen,
+                       double *tok_s, ds_engine_stats *st) {
+    ds_engine_params ep;
+    ds_engine_defaults(&ep);
+    ep.spec_tokens = spec_tokens;
+    if (spec_state_bytes) ep.spec_state_bytes = spec_state_bytes;
+    if (spec_max_batch >= 0) ep.spec_max_batch = spec_max_batch;
+    ep.max_running = n;
+    ds_engine *eng;
+    ds_err e = {0};
+    if (ds_engine_new(m, &ep, &eng, &e)) {
+        fprintf(stderr, "deltaserve bench: %s\n", e.msg);
+        return -1;
+    }
+    int32_t *prompts[64] = {0};
+    int lens[64] = {0};
+    req_clock clk[64];
+    int32_t *buf = malloc((size_t)n * 32 * sizeof *buf);
+    if (!buf || n > 64) {
+        free(buf);
+        ds_engine_free(eng);
+        return -1;
+    }
+    for (int i = 0; i < n; i++) {
+        prompts[i] = buf + (size_t)i * 32;
+        lens[i] = 32;
+        fill(prompts[i], 32, 3 + (uint32_t)i * 977, ds_model_cfg(m)->n_vocab);
+    }
+    run_requests(eng, prompts, lens, n, n_gen, clk);
+    /* the prompts are prefilled together, so every first token comes out of the same step */
+    double end = ds_now(), start = clk[0].first;
+    int tokens = 0;
+    for (int i = 0; i < n; i++) {
+        if (clk[i].first < start) start = clk[i].first;
+        tokens += clk[i].generated - 1;
+    }
+    *tok_s = (double)tokens / (end - start);
+    ds_engine_stats_get(eng, st);
+    ds_engine_free(eng);
+    free(buf);
+    return 0;
+}
+
+int ds_bench_spec(const char *path, int n_threads, int spec_tokens, size_t spec_state_bytes, int spec_max_batch,
+                  int batch, int n_gen, int json) {
     bench_model bm = {0};
     if (open_model(path, n_threads, 512, &bm)) return 1;
     const ds_model_config *c = ds_model_cfg(bm.model);
@@ -289,36 +335,31 @@ int ds_bench_spec(const char *path, int n_threads, int spec_tokens, int n_gen, i
     double t_ver = time_calls(bm.model, &kv, &st, 64, spec_tokens + 1, 10);
     ds_kv_pool_free(&kv);
     ds_state_pool_free(&st);
-    /* decode speed through the engine, one sequence, with and without drafts */
-    double tok_s[2];
-    ds_engine_stats sst = {0};
+    /* decode speed through the engine, one sequence and `batch` at once, with and without drafts */
+    double tok_s[2], batch_tok_s[2] = {0, 0};
+    ds_engine_stats sst = {0}, bst = {0};
     for (int spec = 0; spec < 2; spec++) {
-        ds_engine_params ep;
-        ds_engine_defaults(&ep);
-        ep.spec_tokens = spec ? spec_tokens : 0;
-        ep.max_running = 1;
-        ds_engine *eng;
-        if (ds_engine_new(bm.model, &ep, &eng, &e)) { fprintf(stderr, "deltaserve bench: %s\n", e.msg); break; }
-        int32_t prompt[32];
-        fill(prompt, 32, 3, c->n_vocab);
-        int32_t *pp[1] = {prompt};
-        int len[1] = {32};
-        req_clock clk[1];
-        run_requests(eng, pp, len, 1, n_gen, clk);
-        double wall = ds_now() - clk[0].first;
-        tok_s[spec] = (double)(clk[0].generated - 1) / wall;
-        if (spec) ds_engine_stats_get(eng, &sst);
-        ds_engine_free(eng);
+        if (decode_rate(bm.model, spec ? spec_tokens : 0, spec_state_bytes, spec_max_batch, 1, n_gen, &tok_s[spec],
+                        &sst) ||
+            (batch > 1 && decode_rate(bm.model, spec ? spec_tokens : 0, spec_state_bytes, spec_max_batch, batch, n_gen,
+                                      &batch_tok_s[spec], &bst))) {
+            close_model(&bm);
+            return 1;
+        }
     }
+    /* sequences verifying drafts per step at `batch` (the verify records' budget limits it) */
+    double verifying = bst.steps ? (double)bst.spec_verify_steps / (double)bst.steps : 0.0;
     double acc = sst.spec_drafted ? (double)sst.spec_accepted / (double)sst.spec_drafted : 0.0;
     double mean_len = sst.spec_verify_steps ? (double)sst.spec_accepted / (double)sst.spec_verify_steps : 0.0;
     double per_draft = sst.spec_compared ? (double)sst.spec_accepted / (double)sst.spec_compared : 0.0;
     if (json) {
         printf("{\"spec_tokens\": %d, \"tg_tok_s\": %.2f, \"tg_tok_s_spec\": %.2f, \"speedup\": %.3f, "
                "\"verify_cost_ratio\": %.3f, \"acceptance\": %.3f, \"draft_acceptance\": %.3f, \"mean_accepted\": %.3f, "
-               "\"drafted\": %lld}\n",
+               "\"drafted\": %lld, \"batch\": %d, \"batch_tok_s\": %.2f, \"batch_tok_s_spec\": %.2f, "
+               "\"batch_speedup\": %.3f, \"batch_verifying_per_step\": %.2f}\n",
                spec_tokens, tok_s[0], tok_s[1], tok_s[1] / tok_s[0], t_ver / t_dec, acc, per_draft, mean_len,
-               (long long)sst.spec_drafted);
+               (long long)sst.spec_drafted, batch, batch_tok_s[0], batch_tok_s[1],
+               batch_tok_s[0] > 0 ? batch_tok_s[1] / batch_tok_s[0] : 0.0, verifying);
     } else {
         printf("| %-32s | %12s |\n|----------------------------------|-------------:|\n", "", "");
         printf("| %-32s | %12.2f |\n", "decode tok/s, no speculation", tok_s[0]);
@@ -329,6 +370,12 @@ int ds_bench_spec(const char *path, int n_threads, int spec_tokens, int n_gen, i
         printf("| %-32s | %11.0f%% |\n", "accepted of those compared", 100 * per_draft);
         printf("| %-32s | %12lld |\n", "drafts made", (long long)sst.spec_drafted);
         printf("| %-32s | %12.2f |\n", "mean accepted per verify", mean_len);
+        if (batch > 1) {
+            printf("| %2d sequences: tok/s, no drafts   | %12.2f |\n", batch, batch_tok_s[0]);
+            printf("| %2d sequences: tok/s, %d drafts    | %12.2f |\n", batch, spec_tokens, batch_tok_s[1]);
+            printf("| %-32s | %11.2fx |\n", "speed-up at that batch", batch_tok_s[0] > 0 ? batch_tok_s[1] / batch_tok_s[0] : 0.0);
+            printf("| %-32s | %12.2f |\n", "sequences verifying per step", verifying);
+        }
     }
     close_model(&bm);
     return 0;

@@ -40,9 +40,12 @@ static void usage(FILE *f) {
                "  --workload branch [--prefix-len N]\n"
                "              through the engine, for checkpoint intervals 0 (prompt end only), 128, 256,\n"
                "              512, 1024: time to first token of requests branching off a cached prompt\n"
-               "  --spec-tokens K\n"
-               "              decode with and without MTP speculation (K drafts), and the cost of a verify\n"
-               "              pass of K+1 tokens against a decode step (verify_cost_ratio)\n");
+               "  --spec-tokens K [--spec-batch N] [--spec-state-mb X] [--spec-max-batch M]\n"
+               "              decode with and without MTP speculation (K drafts), one sequence and N at\n"
+               "              once (default 8, at most 64; 1: skip), and the cost of a verify pass of K+1\n"
+               "              tokens against a decode step (verify_cost_ratio); X: the verify records'\n"
+               "              budget in MiB (default: the engine's, 256); M: no drafts while more than M\n"
+               "              sequences run (default: the engine's, 4; 0: no limit)\n");
 }
 
 static double now(void) {
@@ -54,12 +57,13 @@ static double now(void) {
 /* ------------------------------------------------------------------------ */
 /* Read-bandwidth probe                                                      */
 
-typedef long long v4ll __attribute__((vector_size(32)));
+/* unsigned: the sums wrap, which is defined, and only the reads matter */
+typedef unsigned long long v4ll __attribute__((vector_size(32)));
 
 typedef struct {
     const v4ll *p;
     size_t n;
-    long long sum;
+    unsigned long long sum;
 } probe_arg;
 
 static void *probe_thread(void *arg) {
@@ -215,7 +219,8 @@ static void stats(const double *v, int n, double *mean, double *sd) {
 
 int ds_cmd_bench(int argc, char **argv) {
     const char *path = NULL, *blist = "1,2,4,8,16", *workload = NULL;
-    long p = 512, n = 128, threads = 0, reps = 3, spec = 0, prefix = 2048;
+    long p = 512, n = 128, threads = 0, reps = 3, spec = 0, prefix = 2048, spec_batch = 8, spec_max_batch = -1;
+    double spec_mb = 0;
     int json = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v;
@@ -231,6 +236,9 @@ int ds_cmd_bench(int argc, char **argv) {
         else if (!strcmp(a, "--workload")) workload = v;
         else if (!strcmp(a, "--prefix-len")) { if (ds_arg_int(a, v, 64, 1 << 20, &prefix)) return 2; }
         else if (!strcmp(a, "--spec-tokens")) { if (ds_arg_int(a, v, 1, 8, &spec)) return 2; }
+        else if (!strcmp(a, "--spec-batch")) { if (ds_arg_int(a, v, 1, 64, &spec_batch)) return 2; }
+        else if (!strcmp(a, "--spec-max-batch")) { if (ds_arg_int(a, v, 0, 1 << 16, &spec_max_batch)) return 2; }
+        else if (!strcmp(a, "--spec-state-mb")) { if (ds_arg_float(a, v, 0.001, 1 << 22, &spec_mb)) return 2; }
         else { fprintf(stderr, "deltaserve bench: unknown option '%s'\n", a); usage(stderr); return 2; }
     }
     if (!path) { usage(stderr); return 2; }
@@ -241,7 +249,9 @@ int ds_cmd_bench(int argc, char **argv) {
     }
     if (workload && !strcmp(workload, "branch")) return ds_bench_branch(path, (int)threads, (int)prefix, json);
     if (workload) return ds_bench_shared_prefix(path, (int)threads, (int)prefix, json);
-    if (spec) return ds_bench_spec(path, (int)threads, (int)spec, (int)n, json);
+    if (spec)
+        return ds_bench_spec(path, (int)threads, (int)spec, (size_t)(spec_mb * (1 << 20)), (int)spec_max_batch,
+                             (int)spec_batch, (int)n, json);
     int bs[MAX_BATCHES], nb = 0, bmax = 1;
     for (const char *s = blist; *s && nb < MAX_BATCHES;) {
         char *end;

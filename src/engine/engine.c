@@ -34,7 +34,7 @@ void ds_engine_defaults(ds_engine_params *p) {
                             .cache_state_bytes = (size_t)256 << 20, .page_size = 16, .max_running = 64,
                             .step_tokens = 512, .prefill_chunk = 256, .checkpoint_interval = 512,
                             .prefix_cache = 1, .max_queue = 0, .spec_tokens = 3,
-                            .spec_state_bytes = (size_t)256 << 20};
+                            .spec_state_bytes = (size_t)256 << 20, .spec_max_batch = 4};
 }
 
 /* --- set-up --- */
@@ -71,9 +71,17 @@ ds_status ds_engine_new(ds_model *model, const ds_engine_params *params, ds_engi
             ds_state_pool_free(&probe);
             n_slots = (int)(p.state_bytes / slot_bytes);
             n_ckpt = p.prefix_cache ? (int)(p.cache_state_bytes / slot_bytes) : 0;
-            if (c->n_mtp && p.spec_tokens > 0) {
-                n_vslots = (int)(p.spec_state_bytes / slot_bytes);
+            size_t record_bytes = ds_model_verify_record_floats(model) * sizeof(float) *
+                                  (size_t)ds_model_n_gdn_layers(model);
+            if (c->n_mtp && p.spec_tokens > 0 && record_bytes > 0) {
+                size_t fit = p.spec_state_bytes / record_bytes;
+                /* more than every running sequence verifying its longest draft would sit unused */
+                size_t most = (size_t)p.max_running * (size_t)((p.spec_tokens < DS_MAX_SPEC ? p.spec_tokens : DS_MAX_SPEC) + 1);
+                n_vslots = (int)(fit < most ? fit : most);
                 if (n_vslots < 2) n_vslots = 0; /* not even one draft: no speculation */
+                if (n_vslots > 0)
+                    s = ds_record_pool_init(&g->records, ds_model_n_gdn_layers(model),
+                                            ds_model_verify_record_floats(model), n_vslots, e);
             }
             if (n_slots < 1)
                 s = ds_fail(e, DS_ENOMEM, "engine: a state budget of %zu bytes does not hold one sequence (%zu bytes)",
@@ -82,12 +90,12 @@ ds_status ds_engine_new(ds_model *model, const ds_engine_params *params, ds_engi
             /* decode-time boundary checkpoints need one per running sequence on top of the cache's */
             if (!s) s = ds_state_pool_init(&g->st, ds_model_n_gdn_layers(model), c->conv_kernel,
                                            ds_model_conv_dim(model), c->lin_v_heads, c->lin_k_dim, c->lin_v_dim,
-                                           n_slots + n_ckpt + n_vslots, e);
+                                           n_slots + n_ckpt, e);
         }
     }
     if (!s && g->hybrid && n_slots < p.max_running) g->p.max_running = p.max_running = n_slots;
     if (!s && (ds_id_pool_init(&g->pages, 0, g->kv.n_pages) || ds_id_pool_init(&g->slots, 0, n_slots) ||
-               ds_id_pool_init(&g->ckpts, n_slots, n_ckpt) || ds_id_pool_init(&g->vslots, n_slots + n_ckpt, n_vslots)))
+               ds_id_pool_init(&g->ckpts, n_slots, n_ckpt) || ds_id_pool_init(&g->vslots, 0, n_vslots)))
         s = ds_fail(e, DS_ENOMEM, "engine: out of memory");
     g->max_seq = g->kv.n_pages * p.page_size;
     if (g->max_seq > c->n_ctx_train) g->max_seq = c->n_ctx_train;
@@ -166,6 +174,7 @@ void ds_engine_free(ds_engine *g) {
     ds_prefix_cache_free(g->cache);
     ds_kv_pool_free(&g->kv);
     ds_state_pool_free(&g->st);
+    ds_state_pool_free(&g->records);
     ds_id_pool_free(&g->pages);
     ds_id_pool_free(&g->slots);
     ds_id_pool_free(&g->ckpts);
@@ -533,24 +542,25 @@ static int is_stop(const ds_engine *g, const req *r, int32_t t) {
     return 0;
 }
 
-static void top_logprobs(const float *logits, int V, int k, ds_event *ev) {
+/* The token's log-probability and the k most likely tokens (ties: the lower id
+ * first), in one pass for the normaliser and one for the top k. */
+static void token_logprobs(const float *logits, int V, int k, ds_event *ev) {
     float mx = logits[0];
     for (int i = 1; i < V; i++) mx = logits[i] > mx ? logits[i] : mx;
     double sum = 0.0;
     for (int i = 0; i < V; i++) sum += exp((double)logits[i] - mx);
     double lse = mx + log(sum);
     ev->logprob = (float)(logits[ev->token] - lse);
-    ev->n_top = k;
-    for (int j = 0; j < k; j++) {
-        int best = -1;
-        for (int i = 0; i < V; i++) {
-            int taken = 0;
-            for (int t = 0; t < j; t++) taken |= ev->top_ids[t] == i;
-            if (!taken && (best < 0 || logits[i] > logits[best])) best = i;
-        }
-        ev->top_ids[j] = best;
-        ev->top_logprobs[j] = (float)(logits[best] - lse);
+    int n = 0;
+    for (int i = 0; i < V && k > 0; i++) {
+        float v = logits[i];
+        if (n == k && !(v > logits[ev->top_ids[k - 1]])) continue;
+        int j = n < k ? n++ : k - 1;
+        for (; j > 0 && logits[ev->top_ids[j - 1]] < v; j--) ev->top_ids[j] = ev->top_ids[j - 1];
+        ev->top_ids[j] = i;
     }
+    ev->n_top = n;
+    for (int j = 0; j < n; j++) ev->top_logprobs[j] = (float)(logits[ev->top_ids[j]] - lse);
 }
 
 int ds_engine_append(ds_engine *g, req *r, int32_t t, const float *logits) {
@@ -558,7 +568,8 @@ int ds_engine_append(ds_engine *g, req *r, int32_t t, const float *logits) {
     r->n_generated++;
     ds_event ev = {.id = r->id, .token = t, .n_prompt = r->n_prompt, .n_cached = r->n_cached,
                    .n_generated = r->n_generated};
-    top_logprobs(logits, g->cfg->n_vocab, r->p.n_top_logprobs, &ev);
+    /* a pass over the vocabulary (a millisecond for 248k tokens): only when asked */
+    if (r->p.want_logprob || r->p.n_top_logprobs > 0) token_logprobs(logits, g->cfg->n_vocab, r->p.n_top_logprobs, &ev);
     int stop = is_stop(g, r, t);
     if (!stop && r->p.on_event) r->p.on_event(&ev, r->p.user);
     pthread_mutex_lock(&g->mu);
@@ -690,7 +701,7 @@ int ds_engine_step(ds_engine *g) {
     }
     if (n_rows > 0) {
         ds_batch b = {.tokens = g->rows, .n_tokens = n_rows, .seqs = g->seqs, .n_seqs = n_seqs, .logits = g->logits,
-                      .hidden = g->hidden};
+                      .hidden = g->hidden, .records = g->records.n_slots ? &g->records : NULL};
         ds_err e = {0};
         ds_state_pool empty = {0};
         ds_status s = ds_model_forward(g->model, &g->kv, g->hybrid ? &g->st : &empty, &b, &e);

@@ -41,7 +41,9 @@ typedef struct {
     int prefix_cache;           /* 0: off */
     int max_queue;              /* waiting requests accepted (0: unlimited) */
     int spec_tokens;            /* MTP drafts per step, at most (0: no speculation; models without an MTP head never speculate) */
-    size_t spec_state_bytes;    /* DeltaNet verify records (k+1 slots per speculating sequence) */
+    size_t spec_state_bytes;    /* DeltaNet verify records (k+1 per speculating sequence) */
+    int spec_max_batch;         /* greedy requests do not draft while more sequences than this run (0: no
+                                 * limit): batched decode is compute-bound, so verifying stops paying */
 } ds_engine_params;
 
 #define DS_MAX_SPEC 8
@@ -56,7 +58,7 @@ typedef struct {
     uint64_t id;
     int finished;               /* 0: a token event; 1: the last event of the request */
     int32_t token;              /* the new token (token events) */
-    float logprob;              /* its log-probability under the raw logits */
+    float logprob;              /* its log-probability under the raw logits (when asked: want_logprob) */
     int n_top;                  /* top alternatives (when asked) */
     int32_t top_ids[DS_MAX_TOP_LOGPROBS];
     float top_logprobs[DS_MAX_TOP_LOGPROBS];
@@ -96,6 +98,7 @@ typedef struct {
     const int32_t *stop_ids;    /* extra stop tokens (copied) */
     int n_stop_ids;
     int ignore_eos;             /* 1: the model's end tokens do not stop */
+    int want_logprob;           /* 1: events carry the token's logprob (implied by n_top_logprobs > 0) */
     int n_top_logprobs;         /* 0..DS_MAX_TOP_LOGPROBS */
     ds_event_fn on_event;
     void *user;

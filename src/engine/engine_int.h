@@ -81,7 +81,8 @@ struct ds_engine {
     int spec_max;               /* k; 0: off */
     double draft_cost;          /* one draft step / one decode step (ds_model_draft_cost) */
     ds_kv_pool mtp_kv;          /* the MTP head's KV, indexed by the same page ids */
-    ds_id_pool vslots;          /* state slots holding verify records */
+    ds_state_pool records;      /* verify records (a record is ~1/11 of a state slot) */
+    ds_id_pool vslots;          /* slots of records */
     float *hidden;              /* [rows][H] main hidden states of this step */
     float *mtp_hidden_in, *mtp_hidden_out, *mtp_logits; /* MTP batch buffers */
     ds_batch_token *mtp_rows;

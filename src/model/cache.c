@@ -60,6 +60,21 @@ ds_status ds_state_pool_init(ds_state_pool *p, int n_layers, int conv_kernel, in
     return DS_OK;
 }
 
+ds_status ds_record_pool_init(ds_state_pool *p, int n_layers, size_t record_floats, int n_slots, ds_err *e) {
+    memset(p, 0, sizeof *p);
+    p->n_slots = n_slots;
+    p->n_layers = n_layers;
+    p->layer_floats = record_floats;
+    p->slot_floats = record_floats * (size_t)n_layers;
+    if (n_slots <= 0) return ds_fail(e, DS_EINVAL, "record pool: %d slots", n_slots);
+    if (p->slot_floats == 0) return DS_OK;
+    p->data = calloc((size_t)n_slots, p->slot_floats * sizeof(float));
+    if (!p->data)
+        return ds_fail(e, DS_ENOMEM, "record pool: cannot allocate %d slots of %zu bytes", n_slots,
+                       p->slot_floats * sizeof(float));
+    return DS_OK;
+}
+
 void ds_state_pool_free(ds_state_pool *p) {
     free(p->data);
     memset(p, 0, sizeof *p);

@@ -55,4 +55,10 @@ float *ds_state_rec(const ds_state_pool *p, int slot, int layer);
 void ds_state_clear(ds_state_pool *p, int slot);
 void ds_state_copy(ds_state_pool *p, int dst, int src);
 
+/* A pool of verify records (see model.h, VERIFY): slots of n_layers regions
+ * of record_floats each (ds_model_verify_record_floats), reached with
+ * ds_state_conv. A record is an eleventh of a state for Qwen3.5's shapes, so
+ * records in a pool of their own let many more sequences speculate per byte. */
+ds_status ds_record_pool_init(ds_state_pool *p, int n_layers, size_t record_floats, int n_slots, ds_err *e);
+
 #endif

@@ -34,7 +34,8 @@ void ds_deltanet(ds_model *m, const ds_layer *L, ds_state_pool *st, const ds_bat
                            * longer call would be a chunk of one too (chunks sit on absolute positions) */
                           .chunked = s->mode == DS_SEQ_PREFILL && m->params.gdn_chunk > 1};
         if (s->mode == DS_SEQ_VERIFY) {
-            for (int i = i0; i < i1; i++) w->snaps[i] = ds_state_conv(st, s->verify_slots[i - i0], li);
+            const ds_state_pool *rp = b->records ? b->records : st;
+            for (int i = i0; i < i1; i++) w->snaps[i] = ds_state_conv(rp, s->verify_slots[i - i0], li);
             g->snap = w->snaps + i0;
         }
         i0 = i1;

@@ -368,8 +368,12 @@ ds_status ds_batch_check(const ds_model *m, const ds_kv_pool *kv, const ds_state
             int n = 0;
             for (int i = 0; i < b->n_tokens; i++) n += b->tokens[i].seq == s;
             if (n > m->ub) return ds_fail(e, DS_EINVAL, "sequence %d: a verify of %d tokens (at most %d)", s, n, m->ub);
+            const ds_state_pool *rp = b->records ? b->records : st;
+            if (b->records && (rp->n_layers != st->n_layers || rp->layer_floats < ds_model_verify_record_floats(m)))
+                return ds_fail(e, DS_EINVAL, "sequence %d: the record pool's slots do not fit this model's records", s);
             for (int j = 0; j < n; j++)
-                if (q->verify_slots[j] < 0 || q->verify_slots[j] >= st->n_slots || q->verify_slots[j] == q->state_slot)
+                if (q->verify_slots[j] < 0 || q->verify_slots[j] >= rp->n_slots ||
+                    (!b->records && q->verify_slots[j] == q->state_slot))
                     return ds_fail(e, DS_EINVAL, "sequence %d: verify slot %d is %d: out of range or the sequence's own slot",
                                    s, j, q->verify_slots[j]);
         }
@@ -453,7 +457,7 @@ void ds_model_slice(ds_model *m, const ds_batch *b, int s0, int s1, ds_batch *ou
         w->slice_toks[i - s0].seq = n_seqs - 1;
     }
     *out = (ds_batch){.tokens = w->slice_toks, .n_tokens = s1 - s0, .seqs = w->slice_seqs, .n_seqs = n_seqs,
-                      .logits = b->logits, .hidden = b->hidden};
+                      .logits = b->logits, .hidden = b->hidden, .records = b->records};
 }
 
 static void forward_slice(ds_model *m, ds_kv_pool *kv, ds_state_pool *st, const ds_batch *b) {
@@ -495,20 +499,27 @@ ds_status ds_model_forward(ds_model *m, ds_kv_pool *kv, ds_state_pool *st, const
     return DS_OK;
 }
 
-ds_status ds_model_verify_commit(ds_model *m, ds_state_pool *st, int32_t slot, const int32_t *verify_slots, int n,
-                                 ds_err *e) {
+size_t ds_model_verify_record_floats(const ds_model *m) {
+    if (m->n_gdn == 0) return 0;
+    /* the conv window after the token, its q, k, v row, then beta and g per value head */
+    return (size_t)m->cfg.conv_kernel * (size_t)m->conv_dim + 2 * (size_t)m->cfg.lin_v_heads;
+}
+
+ds_status ds_model_verify_commit(ds_model *m, ds_state_pool *st, const ds_state_pool *records, int32_t slot,
+                                 const int32_t *verify_slots, int n, ds_err *e) {
     if (m->n_gdn == 0) return DS_OK;
+    const ds_state_pool *rp = records ? records : st;
     if (n < 1 || n > m->ub) return ds_fail(e, DS_EINVAL, "verify commit: %d tokens (1..%d allowed)", n, m->ub);
     if (slot < 0 || slot >= st->n_slots) return ds_fail(e, DS_EINVAL, "verify commit: state slot %d is out of range", slot);
     for (int j = 0; j < n; j++)
-        if (verify_slots[j] < 0 || verify_slots[j] >= st->n_slots || verify_slots[j] == slot)
+        if (verify_slots[j] < 0 || verify_slots[j] >= rp->n_slots || (!records && verify_slots[j] == slot))
             return ds_fail(e, DS_EINVAL, "verify commit: verify slot %d is %d: out of range or the state slot", j,
                            verify_slots[j]);
     float **rec = m->ws.snaps;
     for (int i = 0; i < m->cfg.n_layer; i++) {
         const ds_layer *L = &m->layers[i];
         if (L->full) continue;
-        for (int j = 0; j < n; j++) rec[j] = ds_state_conv(st, verify_slots[j], L->cache_index);
+        for (int j = 0; j < n; j++) rec[j] = ds_state_conv(rp, verify_slots[j], L->cache_index);
         m->be->ops->deltanet_commit(m->be, &L->gdn, ds_state_conv(st, slot, L->cache_index),
                                     ds_state_rec(st, slot, L->cache_index), rec, n);
     }

@@ -54,6 +54,7 @@ typedef struct {
     int32_t n_seqs;
     float *logits;        /* [rows wanting logits][n_vocab] */
     float *hidden;        /* [rows wanting hidden][n_embd] */
+    ds_state_pool *records; /* where verify_slots point: a record pool, or NULL for slots of the state pool */
 } ds_batch;
 
 typedef struct ds_model ds_model;
@@ -82,10 +83,13 @@ double ds_model_draft_cost(const ds_model *m);
 ds_status ds_model_forward(ds_model *m, ds_kv_pool *kv, ds_state_pool *st, const ds_batch *b, ds_err *e);
 
 /* Advances state_slot by the first n (1 or more) tokens of its last VERIFY,
- * from their records in verify_slots[0..n-1]: bitwise the state a DECODE of
- * those tokens would have left. Fails only on arguments out of range. */
-ds_status ds_model_verify_commit(ds_model *m, ds_state_pool *st, int32_t slot, const int32_t *verify_slots, int n,
-                                 ds_err *e);
+ * from their records in verify_slots[0..n-1] of records (NULL: of st, as the
+ * VERIFY's batch said): bitwise the state a DECODE of those tokens would have
+ * left. Fails only on arguments out of range. */
+ds_status ds_model_verify_commit(ds_model *m, ds_state_pool *st, const ds_state_pool *records, int32_t slot,
+                                 const int32_t *verify_slots, int n, ds_err *e);
+/* Floats one verify record takes per DeltaNet layer (ds_record_pool_init). */
+size_t ds_model_verify_record_floats(const ds_model *m);
 
 /* The MTP head (spec 5.1) over a batch whose tokens are x_{t+1} at position t,
  * with hidden_in[i] = h_t for each token (the main model's final hidden state

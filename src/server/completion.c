@@ -640,7 +640,8 @@ ds_completion *ds_completion_start(ds_server *s, ds_oai_request *req, int fd, ds
     for (int i = 0; i < c->n; i++) {
         choice *h = &c->ch[i];
         ds_request_params rp = {.prompt = toks.ids, .n_prompt = (int)toks.n, .sampling = c->req.sampling,
-                                .max_tokens = c->max_tokens, .n_top_logprobs = c->req.logprobs ? c->req.top_logprobs : 0,
+                                .max_tokens = c->max_tokens, .want_logprob = c->req.logprobs,
+                                .n_top_logprobs = c->req.logprobs ? c->req.top_logprobs : 0,
                                 .ignore_eos = c->req.ignore_eos, .on_event = on_event, .user = h};
         if (h->has_call) rp.filter = ds_tool_constraint_filter, rp.filter_user = &h->call;
         if (c->req.seed_given) rp.sampling.seed = c->req.sampling.seed + (uint64_t)i;

@@ -138,7 +138,8 @@ if DS_FAULT_EVERY=1 DS_FAULT_AT_TOKEN=3 start fault; then
 fi
 # one request fails in a prefill, decode or verify step while others run (e2e.mjs fault-phase)
 for phase in prefill decode verify; do
-    if DS_FAULT_EVERY=3 DS_FAULT_PHASE=$phase start "fault-$phase"; then
+    # --spec-max-batch 0: the greedy faulty request drafts (and so verifies) among five others
+    if DS_FAULT_EVERY=3 DS_FAULT_PHASE=$phase start "fault-$phase" --spec-max-batch 0; then
         DS_FAULT_PHASE=$phase suite fault-phase
         stop "fault-$phase"
     fi

@@ -14,6 +14,7 @@
  *   - token filters (what tool_choice required uses): only allowed tokens are
  *     drawn, the filter sees the right history, stops being asked once done,
  *     and speculation (off while a filter narrows) changes nothing. */
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -335,6 +336,7 @@ static void test_fault_phases(void) {
     make_workload(&W, 8, 23);
     ds_engine_params ep;
     ds_engine_defaults(&ep);
+        ep.spec_max_batch = 0; /* all eight draft, so that verify steps happen */
     ds_sampling_params sp;
     greedy(&sp);
     static const ds_fault_phase PHASES[] = {DS_FAULT_NONE, DS_FAULT_PREFILL, DS_FAULT_DECODE, DS_FAULT_VERIFY, DS_FAULT_ANY};
@@ -539,6 +541,68 @@ static void test_token_filter(void) {
     unload(&l);
 }
 
+/* Logprobs: asked for, each event carries the token's logprob and the top k
+ * (sorted, distinct, the greedy token first, a top 5 the head of the top 20);
+ * not asked for, none is computed. */
+typedef struct {
+    ds_event ev[8];
+    int n;
+} lp_log;
+
+static void on_lp(const ds_event *ev, void *user) {
+    lp_log *l = user;
+    if (!ev->finished && l->n < 8) l->ev[l->n++] = *ev;
+}
+
+static void test_logprobs(void) {
+    loaded l;
+    REQUIRE(load("tiny", &l) == 0, "load");
+    make_workload(&W, 4, 29);
+    ds_engine_params ep;
+    ds_engine_defaults(&ep);
+    ds_engine *eng;
+    ds_err e = {0};
+    REQUIRE(ds_engine_new(l.model, &ep, &eng, &e) == DS_OK, "%s", e.msg);
+    static lp_log logs[12];
+    memset(logs, 0, sizeof logs);
+    static const int ks[3] = {0, 5, 20};
+    for (int i = 0; i < 12; i++) {
+        ds_request_params rp = {.prompt = W.toks[i % 4], .n_prompt = W.len[i % 4], .max_tokens = 8, .ignore_eos = 1,
+                                .on_event = on_lp, .user = &logs[i], .n_top_logprobs = ks[i / 4],
+                                .want_logprob = i / 4 > 0 || i % 2};
+        greedy(&rp.sampling);
+        REQUIRE(ds_engine_submit(eng, &rp, &e), "%s", e.msg);
+    }
+    while (ds_engine_step(eng)) {}
+    ds_engine_free(eng);
+    for (int i = 0; i < 12; i++) {
+        lp_log *g = &logs[i];
+        int k = ks[i / 4], want = i / 4 > 0 || i % 2;
+        CHECK(g->n == 8, "request %d: %d events", i, g->n);
+        for (int t = 0; t < g->n; t++) {
+            const ds_event *ev = &g->ev[t];
+            CHECK(ev->n_top == k, "request %d: %d alternatives, %d asked", i, ev->n_top, k);
+            CHECK(want ? ev->logprob <= 0.0f && ev->logprob > -100.0f : ev->logprob == 0.0f,
+                  "request %d token %d: logprob %g (asked: %d)", i, t, (double)ev->logprob, want);
+            double mass = 0.0;
+            for (int j = 0; j < ev->n_top; j++) {
+                mass += exp((double)ev->top_logprobs[j]);
+                CHECK(j == 0 || ev->top_logprobs[j] <= ev->top_logprobs[j - 1], "request %d: top not sorted", i);
+                for (int q = 0; q < j; q++) CHECK(ev->top_ids[q] != ev->top_ids[j], "request %d: top repeats", i);
+            }
+            CHECK(mass <= 1.0 + 1e-5, "request %d: top mass %g", i, mass);
+            if (k) CHECK(ev->top_ids[0] == ev->token && ev->top_logprobs[0] == ev->logprob,
+                         "request %d token %d: greedy token %d is not the top one (%d)", i, t, ev->token, ev->top_ids[0]);
+        }
+    }
+    for (int i = 0; i < 4; i++) /* same prompts, greedy: the top 5 is the head of the top 20 */
+        for (int t = 0; t < 8; t++)
+            CHECK(logs[4 + i].ev[t].token == logs[8 + i].ev[t].token &&
+                  !memcmp(logs[4 + i].ev[t].top_ids, logs[8 + i].ev[t].top_ids, 5 * sizeof(int32_t)),
+                  "prompt %d token %d: the top 5 differs from the head of the top 20", i, t);
+    unload(&l);
+}
+
 static void test_shared_prefix_computed_once(void) {
     test_shared_arrivals("tiny");
     test_shared_arrivals("tiny-qwen3");
@@ -556,6 +620,7 @@ int main(void) {
     RUN(test_cache_on_off_identical);
     RUN(test_shared_prefix_computed_once);
     RUN(test_token_filter);
+    RUN(test_logprobs);
     char cmd[600];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);
     if (system(cmd) != 0) printf("could not remove %s\n", tmpdir);

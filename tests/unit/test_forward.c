@@ -135,8 +135,9 @@ static void test_chunked_equals_decode(void) {
 
 /* A batch with: seq 0 a prefill chunk (positions 20..39, after 0..19 alone), seq 1 a decode at
  * position 30, seq 2 a verify of 4 tokens at 25..28, seq 3 a fresh prefill 0..9. Every row must
- * equal the same positions run alone. */
-static void mixed_batch(const char *shape) {
+ * equal the same positions run alone. The verify's records go to slots of the state pool, or
+ * (records_apart) to a record pool of their own, as the engine keeps them. */
+static void mixed_batch(const char *shape, int records_apart) {
     char path[512];
     snprintf(path, sizeof path, "%s/%s", tmpdir, shape);
     rig r;
@@ -170,9 +171,16 @@ static void mixed_batch(const char *shape) {
     seq_of(&seqs[2], 2, DS_SEQ_VERIFY);
     seq_of(&seqs[3], 3, DS_SEQ_PREFILL);
     int32_t vslots[4] = {10, 11, 12, 13};
-    seqs[2].verify_slots = vslots;
-    ds_batch b = {.tokens = toks, .n_tokens = n, .seqs = seqs, .n_seqs = 4, .logits = mixed};
+    ds_state_pool records = {0};
     ds_err e = {0};
+    if (records_apart) {
+        REQUIRE(ds_record_pool_init(&records, ds_model_n_gdn_layers(r.m), ds_model_verify_record_floats(r.m), 4, &e) ==
+                    DS_OK, "record pool: %s", e.msg);
+        for (int j = 0; j < 4; j++) vslots[j] = 3 - j; /* any order */
+    }
+    seqs[2].verify_slots = vslots;
+    ds_batch b = {.tokens = toks, .n_tokens = n, .seqs = seqs, .n_seqs = 4, .logits = mixed,
+                  .records = records_apart ? &records : NULL};
     REQUIRE(ds_model_forward(r.m, &r.kv, &r.st, &b, &e) == DS_OK, "mixed forward: %s", e.msg);
     int row = 0, bad = 0;
     for (int i = 0; i < n; i++, row++) {
@@ -186,7 +194,8 @@ static void mixed_batch(const char *shape) {
     CHECK(bad == 0, "%s: %d of %d rows differ from running alone", shape, bad, n);
     /* verify records: commit seq 2's first two verified tokens (positions 25, 26): the next token
      * at 27 must give the same logits as the straight run */
-    REQUIRE(ds_model_verify_commit(r.m, &r.st, 2, vslots, 2, &e) == DS_OK, "commit: %s", e.msg);
+    REQUIRE(ds_model_verify_commit(r.m, &r.st, records_apart ? &records : NULL, 2, vslots, 2, &e) == DS_OK,
+            "commit: %s", e.msg);
     float *again = calloc((size_t)64 * V, sizeof(float));
     REQUIRE(run_alone(&r, 2, 27, 29, 1, DS_SEQ_DECODE, again) == 0, "resume");
     CHECK(memcmp(again + (size_t)27 * V, alone + ((size_t)128 + 27) * V, (size_t)2 * V * sizeof(float)) == 0,
@@ -195,13 +204,16 @@ static void mixed_batch(const char *shape) {
     free(scratch);
     free(alone);
     free(mixed);
+    ds_state_pool_free(&records);
     rig_close(&r);
 }
 
 static void test_mixed_batch_rows_equal_alone(void) {
-    mixed_batch("tiny");
-    mixed_batch("tiny-moe");
-    mixed_batch("tiny-qwen3");
+    for (int apart = 0; apart < 2; apart++) {
+        mixed_batch("tiny", apart);
+        mixed_batch("tiny-moe", apart);
+        mixed_batch("tiny-qwen3", apart);
+    }
 }
 
 /* Cutting a prefill into calls at multiples of the DeltaNet chunk length changes nothing, bitwise:

@@ -67,12 +67,16 @@ static void make_prompts(int n) {
     }
 }
 
+/* spec_max_batch: 0 lets every running sequence draft (so that concurrent runs exercise verify) */
+static int spec_max_batch;
+
 static int run(ds_model *m, int spec, int max_running, int n, const ds_sampling_params *sp, int vary_seed, outs *o,
                ds_engine_stats *st) {
     ds_engine_params ep;
     ds_engine_defaults(&ep);
     ep.spec_tokens = spec;
     ep.max_running = max_running;
+    ep.spec_max_batch = spec_max_batch;
     ep.step_tokens = 512;
     ds_engine *eng;
     ds_err e = {0};
@@ -80,7 +84,7 @@ static int run(ds_model *m, int spec, int max_running, int n, const ds_sampling_
     memset(o, 0, sizeof *o);
     for (int r = 0; r < n; r++) {
         ctxs[r] = (ctx){o, r};
-        ds_request_params rp = {.prompt = prompts[r], .n_prompt = plen[r], .max_tokens = GEN, .ignore_eos = 1,
+        ds_request_params rp = {.prompt = prompts[r], .n_prompt = plen[r], .max_tokens = GEN, .ignore_eos = 1, .want_logprob = 1,
                                 .sampling = *sp, .on_event = on_event, .user = &ctxs[r]};
         if (vary_seed) rp.sampling.seed = (uint64_t)r * 7919 + (uint64_t)vary_seed; /* other seeds per run */
         if (!ds_engine_submit(eng, &rp, &e)) { printf("submit: %s\n", e.msg); ds_engine_free(eng); return -1; }
@@ -133,6 +137,38 @@ static void greedy_case(float agree) {
 static void test_greedy_identical_100(void) { greedy_case(1.0f); }
 static void test_greedy_identical_50(void) { greedy_case(0.5f); }
 static void test_greedy_identical_0(void) { greedy_case(0.0f); }
+
+/* Over spec_max_batch running sequences greedy requests do not draft; at or under it they do;
+ * outputs the same. Sampling requests draft regardless, so that their seeded outputs do not
+ * depend on the batch (rejection sampling draws other tokens than plain sampling). */
+static void test_no_drafts_over_the_batch_limit(void) {
+    loaded l;
+    REQUIRE(load(1.0f, &l) == 0, "load");
+    make_prompts(8);
+    ds_sampling_params sp;
+    ds_sampling_defaults(&sp);
+    sp.temperature = 0;
+    ds_engine_stats s_lim, s_free, s_under;
+    spec_max_batch = 4;
+    REQUIRE(run(l.m, 3, 8, 8, &sp, 0, &A, &s_lim) == 0, "limited");
+    REQUIRE(run(l.m, 3, 4, 4, &sp, 0, &B, &s_under) == 0, "under the limit");
+    spec_max_batch = 0;
+    REQUIRE(run(l.m, 3, 8, 8, &sp, 0, &B, &s_free) == 0, "no limit");
+    CHECK(s_lim.spec_drafted == 0, "8 running over a limit of 4: %lld drafts", (long long)s_lim.spec_drafted);
+    CHECK(s_under.spec_drafted > 0 && s_free.spec_drafted > 0, "4 running (limit 4): %lld drafts; no limit: %lld",
+          (long long)s_under.spec_drafted, (long long)s_free.spec_drafted);
+    CHECK(!memcmp(A.tok, B.tok, 8 * sizeof A.tok[0]), "outputs differ with and without the limit");
+    ds_sampling_defaults(&sp);
+    sp.seed = 3;
+    spec_max_batch = 4;
+    REQUIRE(run(l.m, 3, 8, 8, &sp, 1, &A, &s_lim) == 0, "sampled, limited");
+    spec_max_batch = 0;
+    REQUIRE(run(l.m, 3, 8, 8, &sp, 1, &B, &s_free) == 0, "sampled, no limit");
+    CHECK(s_lim.spec_drafted > 0 && !memcmp(A.tok, B.tok, 8 * sizeof A.tok[0]),
+          "sampled requests over the limit: %lld drafts, outputs %s", (long long)s_lim.spec_drafted,
+          memcmp(A.tok, B.tok, 8 * sizeof A.tok[0]) ? "differ" : "same");
+    unload(&l);
+}
 
 /* The k-th sampled token over many seeds: speculation must not change its distribution. */
 static void test_sampling_distribution(void) {
@@ -196,6 +232,7 @@ int main(void) {
     RUN(test_greedy_identical_50);
     RUN(test_greedy_identical_0);
     RUN(test_sampling_distribution);
+    RUN(test_no_drafts_over_the_batch_limit);
     char cmd[600];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);
     if (system(cmd) != 0) printf("could not remove %s\n", tmpdir);

@@ -1,0 +1,54 @@
+#!/usr/bin/env bash
+# test_bench.sh - `deltaserve bench` runs every benchmark and reports sane JSON.
+#
+# On the tiny model (fast): the kernel benchmark (pp, tg, batched, bandwidth),
+# the shared-prefix workload (the warm request hits the cache), the branch
+# workload (one row per checkpoint interval), and the speculation benchmark
+# with a head that always agrees (every draft accepted; several sequences
+# verify in one step, and only one when --spec-state-mb holds the records of
+# one). Checks fields and their relations, never speeds.
+# Prints "ok NAME" / "FAIL NAME: ..." lines and "RESULT passed=N failed=M".
+# Env: DS_BIN, DS_TMP (tests/run.sh).
+set -u
+: "${DS_BIN:?}" "${DS_TMP:?}"
+PY=/usr/bin/python3
+T=$(mktemp -d "$DS_TMP/bench.XXXXXX")
+passed=0 failed=0
+ok() { echo "ok $1"; passed=$((passed + 1)); }
+bad() { echo "FAIL $1: $2"; failed=$((failed + 1)); }
+model="$T/tiny-agree.gguf"
+if ! "$DS_BIN" make-model --shape tiny --mtp-agree 1 --out "$model" >/dev/null 2>"$T/mm.err"; then
+    bad make-model "$(tail -n 2 "$T/mm.err")"; echo "RESULT passed=$passed failed=$failed"; exit 1
+fi
+# check NAME PYTHON-EXPR ARGS... : runs bench ARGS --json; EXPR over the parsed object j must be true
+check() {
+    local name=$1 expr=$2; shift 2
+    if ! timeout 300 "$DS_BIN" bench -m "$model" -t 1 "$@" --json >"$T/out.json" 2>"$T/err"; then
+        bad "$name" "exit $?: $(tail -n 3 "$T/err")"; return
+    fi
+    local why
+    why=$("$PY" -c "
+import json, sys
+j = json.load(open(sys.argv[1]))
+ok = $expr
+print('' if ok else json.dumps(j)[:400])" "$T/out.json" 2>&1)
+    [ -z "$why" ] && ok "$name" || bad "$name" "$why"
+}
+check "kernels: pp, tg, batched decode, bandwidth" \
+    "j['pp_tok_s'] > 0 and j['tg_tok_s'] > 0 and [b['b'] for b in j['batched']] == [1, 2, 4] and j['probe_gb_s'] > 0 and j['peak_rss_bytes'] >= j['weights_bytes']" \
+    -p 64 -n 8 -b 1,2,4 -r 1
+check "shared-prefix: the warm request reuses the 512 cached tokens" \
+    "j['cache_hit_tokens'] == 512 and j['ttft_cold_ms'] > 0 and j['ttft_warm_ms'] > 0 and sorted(j['output_tok_s'], key=int) == ['1', '4', '16', '64']" \
+    --workload shared-prefix --prefix-len 512
+check "branch: one row per interval; finer intervals recompute no more" \
+    "[r['interval'] for r in j['intervals']] == [0, 128, 256, 512, 1024] and j['intervals'][1]['recomputed_tokens'] <= j['intervals'][0]['recomputed_tokens']" \
+    --workload branch --prefix-len 256
+check "spec: every draft of an agreeing head accepted; several sequences verify per step" \
+    "j['acceptance'] == 1.0 and j['mean_accepted'] == 2.0 and j['verify_cost_ratio'] > 0 and j['batch'] == 4 and j['batch_verifying_per_step'] > 1.5" \
+    --spec-tokens 2 -n 16 --spec-batch 4
+# the records of one verify of 3 tokens take 3 x 12,384 bytes on this model
+check "spec: a record budget for one sequence lets one verify per step" \
+    "j['batch_verifying_per_step'] <= 1.0 and j['acceptance'] == 1.0" \
+    --spec-tokens 2 -n 16 --spec-batch 4 --spec-state-mb 0.036
+echo "RESULT passed=$passed failed=$failed"
+[ "$failed" -eq 0 ]

@@ -115,7 +115,7 @@ static void validate_one(const ds_tensor_spec *s, void *arg) {
 }
 
 static ds_status validate(ds_model_file *m, ds_err *e) {
-    ds_status s = ds_model_config_check(&m->cfg, m->path, e);
+    ds_status s = ds_model_config_check(&m->cfg, m->path, (int)ds_model_format(m), e);
     if (s) return s;
     validate_ctx v = {.m = m, .e = e};
     ds_model_for_each_spec(&m->cfg, validate_one, &v);

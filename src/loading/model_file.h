@@ -118,8 +118,9 @@ typedef struct {
 /* Calls fn for each tensor a model with this config has, in file order. */
 void ds_model_for_each_spec(const ds_model_config *cfg, void (*fn)(const ds_tensor_spec *, void *), void *ctx);
 /* Checks the config for values that cannot be right (zero sizes, Hv % Hk,
- * layer kinds); names the first field that is wrong. */
-ds_status ds_model_config_check(const ds_model_config *cfg, const char *path, ds_err *e);
+ * layer kinds); names the first field that is wrong, as the file's format
+ * (a ds_format) calls it, or by its name here for -1 (a config made in memory). */
+ds_status ds_model_config_check(const ds_model_config *cfg, const char *path, int format, ds_err *e);
 
 /* Derived sizes (exact, in bytes, for the runtime's own cache formats: KV in
  * F16/BF16, conv state in F32... see model_info.c for the definitions). */

@@ -211,7 +211,7 @@ static ds_status setup(maker *mk, ds_err *e) {
     if (mk->vocab.eos_id >= 0) mk->cfg.eos_ids[mk->cfg.n_eos++] = mk->vocab.eos_id;
     if (mk->vocab.eot_id >= 0) mk->cfg.eos_ids[mk->cfg.n_eos++] = mk->vocab.eot_id;
     mk->cfg.pad_id = mk->vocab.pad_id;
-    if ((s = ds_model_config_check(&mk->cfg, o->shape, e))) return s;
+    if ((s = ds_model_config_check(&mk->cfg, o->shape, -1, e))) return s;
     float agree;
     if ((s = ds_make_mtp_calibrate(&mk->cfg, o, &mk->mtp_beta, &agree, e))) return s;
     if (o->mtp_agree_set)

@@ -119,13 +119,35 @@ void ds_model_for_each_spec(const ds_model_config *c, void (*fn)(const ds_tensor
     emit(&em, DS_TK_MATRIX, c->tied_embeddings, 2, H, c->n_vocab, 1, "output.weight");
 }
 
-#define REQUIRE_POS(field)                                                                              \
-    do {                                                                                                \
-        if (c->field <= 0) return ds_fail(e, DS_ECORRUPT, "%s: config field %s is %d, must be positive", \
-                                          path, #field, (int)c->field);                                 \
+/* What each format calls the sizes checked below, so that a message names the key in the file. */
+static const struct { const char *field, *gguf, *hf; } KEYS[] = {
+    {"n_layer", "block_count", "num_hidden_layers"},
+    {"n_embd", "embedding_length", "hidden_size"},
+    {"n_vocab", "vocab_size", "vocab_size"},
+    {"n_head", "attention.head_count", "num_attention_heads"},
+    {"n_head_kv", "attention.head_count_kv", "num_key_value_heads"},
+    {"head_dim", "attention.key_length", "head_dim"},
+};
+
+static ds_status not_positive(const ds_model_config *c, const char *path, int format, const char *field, int value,
+                              ds_err *e) {
+    for (size_t i = 0; i < sizeof KEYS / sizeof KEYS[0]; i++) {
+        if (strcmp(KEYS[i].field, field)) continue;
+        if (format == DS_FORMAT_GGUF)
+            return ds_fail(e, DS_ECORRUPT, "%s: key '%s.%s' is %d, must be positive", path, ds_arch_name(c->arch),
+                           KEYS[i].gguf, value);
+        if (format == DS_FORMAT_SAFETENSORS)
+            return ds_fail(e, DS_ECORRUPT, "%s/config.json: '%s' is %d, must be positive", path, KEYS[i].hf, value);
+    }
+    return ds_fail(e, DS_ECORRUPT, "%s: config field %s is %d, must be positive", path, field, value);
+}
+
+#define REQUIRE_POS(field)                                                              \
+    do {                                                                                \
+        if (c->field <= 0) return not_positive(c, path, format, #field, (int)c->field, e); \
     } while (0)
 
-ds_status ds_model_config_check(const ds_model_config *c, const char *path, ds_err *e) {
+ds_status ds_model_config_check(const ds_model_config *c, const char *path, int format, ds_err *e) {
     REQUIRE_POS(n_layer);
     REQUIRE_POS(n_embd);
     REQUIRE_POS(n_vocab);

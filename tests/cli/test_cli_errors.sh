@@ -149,6 +149,12 @@ elif op == "rename":  # same length: a header byte replacement
     assert len(old) == len(new) and buf.count(old) >= 1
     i = buf.index(old)
     open(path, "wb").write(buf[:i] + new + buf[i + len(old):])
+elif op == "key-u32":  # a metadata key's u32 value: the key's bytes, then its type (4 = u32), then the value
+    buf = bytearray(open(path, "rb").read())
+    key = sys.argv[3].encode()
+    i = buf.index(key + struct.pack("<I", 4)) + len(key)
+    struct.pack_into("<I", buf, i + 4, int(sys.argv[4]))
+    open(path, "wb").write(buf)
 elif op == "magic":
     buf = bytearray(open(path, "rb").read())
     buf[0:4] = b"GGUX"
@@ -231,6 +237,8 @@ cp "$G" "$T/shape.gguf" && patch rename "$T/shape.gguf" qwen35.embedding_length 
 expect_error "gguf missing metadata key" "$T/shape.gguf" "qwen35.embedding_length" missing
 cp "$G" "$T/arch.gguf" && patch rename "$T/arch.gguf" qwen35.block_count qwen35.block_counX
 expect_error "gguf missing block_count" "$T/arch.gguf" "qwen35.block_count"
+cp "$G" "$T/kvheads.gguf" && patch key-u32 "$T/kvheads.gguf" qwen35.attention.head_count_kv 0
+expect_error "gguf zero kv heads: the key is named" "$T/kvheads.gguf" "'qwen35.attention.head_count_kv'" positive
 expect_error "missing path" "$T/no-such-model.gguf" "no such file"
 
 # --- bad Hugging Face directories ---

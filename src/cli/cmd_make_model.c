@@ -88,6 +88,13 @@ int ds_cmd_make_model(int argc, char **argv) {
         usage(stderr);
         return 2;
     }
+    if (!ds_model_shape_find(o.shape)) { /* a usage error, like a bad --dtype */
+        fprintf(stderr, "deltaserve make-model: unknown shape '%s' (known:", o.shape);
+        for (int i = 0; i < ds_model_shape_count(); i++)
+            fprintf(stderr, "%s %s", i ? "," : "", ds_model_shape_at(i)->name);
+        fprintf(stderr, ")\n");
+        return 2;
+    }
     static const char *const dtypes[] = {"f32", "bf16", "f16", "q8_0", "q4_k_m"};
     int ok = 0;
     for (size_t i = 0; i < sizeof dtypes / sizeof dtypes[0]; i++) ok |= !strcmp(o.dtype, dtypes[i]);

@@ -330,6 +330,8 @@ rejected() { # NAME WORD ARGS...
     else ok "make-model $name (exit $rc)"; fi
 }
 rejected "unknown shape" "unknown shape 'nope'" --shape nope --out "$T/x.gguf"
+"$BIN" make-model --shape nope --out "$T/x.gguf" 2>/dev/null; rc=$?
+[ "$rc" -eq 2 ] && ok "make-model unknown shape is a usage error (exit 2, as a bad --dtype)" || fail "make-model unknown shape" "exit $rc, expected 2"
 rejected "q8_0 safetensors" "safetensors" --shape tiny --out "$T/x" --format safetensors --dtype q8_0
 rejected "unwritable output" "/nonexistent-dir/x.gguf" --shape tiny --out /nonexistent-dir/x.gguf
 rejected "missing tokenizer file" "no-such-tokenizer.json" --shape tiny --out "$T/x.gguf" --tokenizer "$T/no-such-tokenizer.json"

@@ -24,6 +24,7 @@
 
 #include <math.h>
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -280,6 +281,13 @@ static void push_id(ds_engine *g, uint64_t **ids, int *n, uint64_t id) {
 void ds_engine_abort(ds_engine *g, uint64_t id) { push_id(g, &g->abort_ids, &g->n_abort, id); }
 void ds_engine_inject_fault(ds_engine *g, uint64_t id) { push_id(g, &g->fault_ids, &g->n_fault, id); }
 
+void ds_engine_fail_all(ds_engine *g, const char *why) {
+    pthread_mutex_lock(&g->mu);
+    snprintf(g->fail_all, sizeof g->fail_all, "%s", why && *why ? why : "the engine was stopped");
+    pthread_cond_signal(&g->cv);
+    pthread_mutex_unlock(&g->mu);
+}
+
 void ds_engine_stop(ds_engine *g) {
     pthread_mutex_lock(&g->mu);
     g->stop = 1;
@@ -339,6 +347,26 @@ static void finish(ds_engine *g, req *r, ds_finish reason, const char *error) {
     remove_running(g, r);
     emit_finish(g, r, reason, error);
     req_free(r);
+}
+
+/* ds_engine_fail_all, on the engine thread. */
+static void fail_all_pending(ds_engine *g) {
+    pthread_mutex_lock(&g->mu);
+    int pending = g->fail_all[0] != '\0';
+    if (pending) {
+        memcpy(g->fail_msg, g->fail_all, sizeof g->fail_msg);
+        g->fail_all[0] = '\0';
+    }
+    pthread_mutex_unlock(&g->mu);
+    if (!pending) return;
+    while (g->n_running > 0) finish(g, g->running[g->n_running - 1], DS_FINISH_ERROR, g->fail_msg);
+    for (req *r = g->waiting_head, *nx; r; r = nx) {
+        nx = r->next;
+        emit_finish(g, r, DS_FINISH_ERROR, g->fail_msg);
+        req_free(r);
+    }
+    g->waiting_head = g->waiting_tail = NULL;
+    g->n_waiting = 0;
 }
 
 static int in_list(const uint64_t *ids, int n, uint64_t id) {
@@ -639,6 +667,7 @@ static const char *fault_message(ds_seq_mode mode) {
 int ds_engine_step(ds_engine *g) {
     g->step_no++;
     drain_inbox(g);
+    fail_all_pending(g);
     handle_aborts(g);
     admit(g);
     int budget = g->p.step_tokens, n_rows = 0, n_seqs = 0;

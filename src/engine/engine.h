@@ -137,6 +137,10 @@ void ds_engine_free(ds_engine *eng);
 uint64_t ds_engine_submit(ds_engine *eng, const ds_request_params *rp, ds_err *e);
 /* Ends a request at the next step; its memory is free after that step. */
 void ds_engine_abort(ds_engine *eng, uint64_t id);
+/* Ends every request, waiting or running, at the next step with DS_FINISH_ERROR
+ * and this message (copied): a shutdown that cannot wait any longer still tells
+ * each client why its answer stopped. */
+void ds_engine_fail_all(ds_engine *eng, const char *why);
 
 /* One scheduler step. Returns the number of requests still waiting or running. */
 int ds_engine_step(ds_engine *eng);

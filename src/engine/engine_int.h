@@ -72,6 +72,8 @@ struct ds_engine {
     req *inbox_head, *inbox_tail;
     int n_inbox;
     uint64_t *abort_ids, *fault_ids;
+    char fail_all[160];         /* ds_engine_fail_all's message, "" when none is pending */
+    char fail_msg[160];         /* the message the failed requests' events point to */
     int n_abort, n_fault, cap_ids;
     uint64_t next_id;
     int stop;

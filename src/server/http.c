@@ -403,7 +403,17 @@ int ds_server_run(const ds_server_config *cfg) {
             atomic_load(&s->in_flight));
     double t0 = ds_server_now();
     while (atomic_load(&s->in_flight) > 0 && ds_server_now() - t0 < cfg->drain_timeout_s) usleep(10000);
-    if (atomic_load(&s->in_flight) > 0) fprintf(stderr, "deltaserve serve: drain timed out\n");
+    if (atomic_load(&s->in_flight) > 0) {
+        /* out of patience, but not silent: every request still running ends with an error its
+         * client sees (an SSE error event, or a 500 before the headers) */
+        fprintf(stderr, "deltaserve serve: drain timed out: ending %d request(s) with an error\n",
+                atomic_load(&s->in_flight));
+        ds_engine_fail_all(s->eng, "the server is shutting down: the drain timeout passed before this request ended");
+        double t1 = ds_server_now();
+        while (atomic_load(&s->in_flight) > 0 && ds_server_now() - t1 < 10.0) usleep(10000);
+        if (atomic_load(&s->in_flight) > 0) fprintf(stderr, "deltaserve serve: %d request(s) did not end\n",
+                                                    atomic_load(&s->in_flight));
+    }
 out:
     MHD_stop_daemon(d);
     if (engine_started) {

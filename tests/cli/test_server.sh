@@ -150,6 +150,13 @@ if start drain; then
     if kill -0 "$pid" 2>/dev/null; then bad "drain: server exits after the stream" "still running"
     else wait "$pid"; rc=$?; [ "$rc" -eq 0 ] && ok "drain: server exits 0" || bad "drain: server exits 0" "exit $rc"; fi
 fi
+if start drain-timeout --drain-timeout 0.05; then
+    suite drain-timeout
+    for _ in $(seq 1 100); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+    if kill -0 "$pid" 2>/dev/null; then bad "drain timeout: server exits" "still running"; kill -9 "$pid"
+    else wait "$pid"; rc=$?; [ "$rc" -eq 0 ] && ok "drain timeout: server exits 0 once every request ended visibly" || bad "drain timeout: server exits 0" "exit $rc"; fi
+    grep -q "drain timed out: ending 1 request(s) with an error" "$DS_TMP/server-drain-timeout.log" && ok "drain timeout: the log says how many requests were ended" || bad "drain timeout log" "$(tail -n 3 "$DS_TMP/server-drain-timeout.log")"
+fi
 # the default model next to the binary (what `make run` serves)
 if [ -f "$(dirname "$DS_BIN")/models/default.gguf" ]; then
     log="$DS_TMP/server-default.log"

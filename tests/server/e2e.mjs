@@ -570,9 +570,27 @@ async function drainSuite() {
   });
 }
 
+// SIGTERM with a drain timeout shorter than the running stream: it ends with an error event that
+// says why, never silently. n = 2 and 4,000 tokens: far longer than the timeout on any machine.
+async function drainTimeoutSuite() {
+  const pid = Number(process.env.DS_SERVER_PID);
+  await t('SIGTERM past the drain timeout: the running stream ends with an error event, not silently', async () => {
+    const s = streamRaw('/v1/completions', { model: MODEL, prompt: 'x', max_tokens: 4000, ignore_eos: true, stream: true,
+      n: 2, temperature: 1, seed: 1 });
+    await s.started;
+    process.kill(pid, 'SIGTERM');
+    const r = await s.end;
+    check(r.status === 200, `status ${r.status}`);
+    const err = r.events.filter((e) => e.event === 'error');
+    check(err.length === 1 && JSON.parse(err[0].data).error.message.includes('shutting down'), `events: ${r.body.slice(-300)}`);
+    check(!r.events.some((e) => e.data === '[DONE]'), '[DONE] after the error');
+  });
+}
+
 if (MODE === 'main') { await mainSuite(); await outcomesAddUp('metrics: started = success + aborts + rejected + failed'); }
 else if (MODE === 'queue') { await queueSuite(); await outcomesAddUp('metrics: outcomes add up after 429s'); }
 else if (MODE === 'fault') { await faultSuite(); await outcomesAddUp('metrics: outcomes add up after engine failures'); }
 else if (MODE === 'drain') await drainSuite();
+else if (MODE === 'drain-timeout') await drainTimeoutSuite();
 else if (MODE === 'fault-phase') { await faultPhaseSuite(); await outcomesAddUp('metrics: outcomes add up after faults in a busy batch'); }
 console.log(`RESULT passed=${passed} failed=${failed}`);

@@ -7,7 +7,8 @@
  *   - preemption under a KV budget too small for all: every request finishes,
  *     with the same tokens as without pressure;
  *   - aborts (waiting, mid-prefill, mid-decode) and leaks: pools back to
- *     their baseline once everything has ended;
+ *     their baseline once everything has ended; ds_engine_fail_all ends
+ *     every running and waiting request with its message;
  *   - injected faults (the test hook) at prefill, decode and verify: the one
  *     request fails with the phase named, the rest of its batch gives the same
  *     tokens as a run without the fault;
@@ -295,6 +296,25 @@ static void test_aborts_free_everything(void) {
     CHECK(st.running == 0 && st.waiting == 0, "nothing left running or waiting");
     CHECK(st.started == st.finished + st.aborted + st.failed, "started %lld = finished %lld + aborted %lld + failed %lld",
           (long long)st.started, (long long)st.finished, (long long)st.aborted, (long long)st.failed);
+    /* a shutdown that cannot wait: every request, running or waiting, ends with the error */
+    memset(&A, 0, sizeof A);
+    last_error[0] = '\0';
+    for (int i = 0; i < 40; i++) {
+        ds_request_params rp = {.prompt = W.toks[i], .n_prompt = W.len[i], .max_tokens = 20, .ignore_eos = 1,
+                                .sampling = sp, .on_event = on_event, .user = &ctxs[i]};
+        REQUIRE(ds_engine_submit(eng, &rp, &e), "%s", e.msg);
+    }
+    for (int s = 0; s < 3; s++) ds_engine_step(eng);
+    ds_engine_fail_all(eng, "shutting down now");
+    ds_engine_step(eng);
+    int failed = 0;
+    for (int i = 0; i < 40; i++) failed += A.reason[i] == DS_FINISH_ERROR;
+    ds_engine_stats_get(eng, &st);
+    CHECK(A.done == 40 && failed == 40 && !strcmp(last_error, "shutting down now"),
+          "fail_all: %d ended, %d with the error ('%s')", A.done, failed, last_error);
+    CHECK(st.running == 0 && st.waiting == 0 && st.state_slots_used == base.state_slots_used,
+          "fail_all: %d running, %d waiting, %d state slots", st.running, st.waiting, st.state_slots_used);
+    CHECK(ds_engine_step(eng) == 0, "fail_all: work left");
     ds_engine_free(eng);
     unload(&l);
 }

@@ -13,7 +13,8 @@ command -v npm >/dev/null 2>&1 || debs+=(npm)
 if [ "${DS_SETUP_FUZZ:-0}" = 1 ]; then
     debs+=(clang)
     clang_major=$(clang --version 2>/dev/null | sed -n 's/.*clang version \([0-9]*\).*/\1/p' | head -n 1)
-    debs+=("libclang-rt-${clang_major:-14}-dev")
+    # the runtime of the clang that is there, else the one that goes with Debian's default clang
+    if [ -n "$clang_major" ]; then debs+=("libclang-rt-${clang_major}-dev"); else debs+=(libclang-rt-dev); fi
 fi
 missing=()
 for p in "${debs[@]}"; do

@@ -47,6 +47,8 @@ typedef struct {
     ds_chat_parser parser;
     ds_tool_constraint call;  /* tool_choice required or named: engine-thread filter state */
     int has_call;
+    ds_json_constraint json;  /* response_format json_object: engine-thread filter state */
+    int has_json;
     int done, stop_hit, has_cached;
     ds_finish reason;
     char error[256];
@@ -634,6 +636,11 @@ ds_completion *ds_completion_start(ds_server *s, ds_oai_request *req, int fd, ds
             }
             h->has_call = 1;
         }
+        if (c->req.json_object) {
+            const ds_model_config *mc = ds_model_cfg(s->model);
+            ds_json_constraint_init(&h->json, s->tok, s->json_plain, mc->eos_ids, mc->n_eos, c->start_in_reasoning);
+            h->has_json = 1;
+        }
     }
     free(text);
     text = NULL;
@@ -644,6 +651,7 @@ ds_completion *ds_completion_start(ds_server *s, ds_oai_request *req, int fd, ds
                                 .n_top_logprobs = c->req.logprobs ? c->req.top_logprobs : 0,
                                 .ignore_eos = c->req.ignore_eos, .on_event = on_event, .user = h};
         if (h->has_call) rp.filter = ds_tool_constraint_filter, rp.filter_user = &h->call;
+        if (h->has_json) rp.filter = ds_json_constraint_filter, rp.filter_user = &h->json;
         if (c->req.seed_given) rp.sampling.seed = c->req.sampling.seed + (uint64_t)i;
         else rp.sampling.seed = ((uint64_t)time(NULL) << 20) ^ (uint64_t)(uintptr_t)h ^ (uint64_t)i;
         /* the fault hook decides at submission, so the engine (not this thread, which may lag

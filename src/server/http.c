@@ -287,6 +287,10 @@ static int load(ds_server *s) {
     if (eos && n < sizeof s->eos_text) memcpy(s->eos_text, eos, n);
     static const char *const KEEP[4] = {"<think>", "</think>", "<tool_call>", "</tool_call>"};
     for (int i = 0; i < 4; i++) s->keep_ids[i] = ds_tokenizer_find(s->tok, KEEP[i]);
+    if (!(s->json_plain = ds_json_plain_tokens(s->tok))) {
+        fprintf(stderr, "deltaserve serve: out of memory\n");
+        return -1;
+    }
     return 0;
 }
 
@@ -425,6 +429,7 @@ out:
         ds_engine_free(s->eng);
         ds_model_free(s->model);
         ds_tokenizer_free(s->tok);
+        free(s->json_plain);
         ds_model_close(s->file);
         ds_jinja_free(s->tmpl);
         ds_metrics_free(&s->metrics);

@@ -303,9 +303,10 @@ static int parse_common(const cJSON *root, ds_oai_request *r, ds_oai_error *err)
     if ((v = get(root, "response_format"))) {
         const cJSON *t = get(v, "type");
         if (!cJSON_IsObject(v) || !cJSON_IsString(t)) return fail(err, "response_format", "'response_format' must be an object with a 'type'");
-        if (strcmp(t->valuestring, "text"))
-            return fail(err, "response_format", "response_format of type '%s' is not supported yet (structured output)",
-                        t->valuestring);
+        if (!strcmp(t->valuestring, "json_object")) r->json_object = 1;
+        else if (strcmp(t->valuestring, "text"))
+            return fail(err, "response_format", "response_format of type '%s' is not supported yet (only text and "
+                        "json_object)", t->valuestring);
     }
     if ((v = get(root, "logit_bias"))) {
         if (!cJSON_IsObject(v)) return fail(err, "logit_bias", "'logit_bias' must be an object");
@@ -338,6 +339,11 @@ int ds_oai_request_parse(const char *body, size_t len, ds_oai_kind kind, ds_oai_
     int got;
     if (kind == DS_OAI_CHAT) {
         if (parse_messages(root, r, err) || parse_tools(root, r, err)) goto out;
+        if (r->json_object && r->tool_choice >= DS_TOOLS_REQUIRED) {
+            fail(err, "response_format", "response_format json_object cannot be combined with tool_choice '%s'",
+                 r->tool_choice == DS_TOOLS_REQUIRED ? "required" : "naming a function");
+            goto out;
+        }
         const cJSON *kw = get(root, "chat_template_kwargs");
         if (kw) {
             if (!cJSON_IsObject(kw)) {

@@ -48,6 +48,7 @@ typedef struct {
     int n;
     int stream;
     int include_usage;
+    int json_object;             /* response_format {"type": "json_object"}: the answer is one JSON object */
 } ds_oai_request;
 
 typedef struct {

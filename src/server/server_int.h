@@ -11,6 +11,7 @@
 #include "server/jinja.h"
 #include "server/metrics.h"
 #include "server/server.h"
+#include "server/json_constraint.h"
 #include "server/tool_constraint.h"
 #include "tokenizer/tokenizer.h"
 
@@ -25,6 +26,7 @@ typedef struct ds_server {
     char eos_text[64];
     int ctx;                       /* longest prompt + completion */
     ds_call_form call_form;        /* how the template writes tool calls (what tool_choice required forces) */
+    uint8_t *json_plain;           /* per token: may stand inside a JSON string (json_object answers) */
     int32_t keep_ids[4];           /* special tokens whose text the parsers need (<think>, <tool_call>...) */
     atomic_int ready;              /* model loaded, engine running */
     atomic_int draining;           /* SIGTERM seen: refuse new work */

@@ -15,8 +15,6 @@
 
 #define MAX_SPACE 4   /* whitespace bytes allowed between </think> and the opening (templates write "\n\n") */
 
-static const char THINK_END[] = "</think>";
-
 ds_call_form ds_call_form_of_template(const char *src) {
     if (src && !strstr(src, "<function=") && strstr(src, "<tool_call>") && strstr(src, "\"name\"")) return DS_CALL_JSON;
     return DS_CALL_XML;
@@ -31,7 +29,7 @@ ds_status ds_tool_constraint_init(ds_tool_constraint *c, const ds_tokenizer *tok
                                   const cJSON *tools, const char *only, int in_reasoning, ds_err *e) {
     memset(c, 0, sizeof *c);
     c->tok = tok;
-    c->in_reasoning = in_reasoning;
+    ds_reasoning_gate_init(&c->reasoning, in_reasoning);
     c->max_space = in_reasoning ? MAX_SPACE : 0;
     int n = cJSON_GetArraySize(tools);
     c->openings = calloc(n > 0 ? (size_t)n : 1, sizeof *c->openings);
@@ -99,27 +97,15 @@ static void feed(ds_tool_constraint *c, int32_t id) {
     size_t len = 0;
     const char *b = ds_tokenizer_token_bytes(c->tok, id, &len);
     if (!b) len = 0;
-    size_t i = 0;
-    if (c->in_reasoning) {
-        /* the last bytes, so that a </think> split over several tokens is seen */
-        for (; i < len && c->in_reasoning; i++) {
-            if (c->n_tail == (int)sizeof c->tail) {
-                memmove(c->tail, c->tail + 1, sizeof c->tail - 1);
-                c->n_tail--;
-            }
-            c->tail[c->n_tail++] = b[i];
-            c->in_reasoning = !(c->n_tail >= (int)strlen(THINK_END) &&
-                                !memcmp(c->tail + c->n_tail - strlen(THINK_END), THINK_END, strlen(THINK_END)));
-        }
-        if (c->in_reasoning) return;
-    }
+    size_t i = ds_reasoning_gate_feed(&c->reasoning, b, len);
+    if (c->reasoning.open) return;
     cursor k = cursor_of(c);
     for (; i < len && !k.opened; i++)
         if (!advance(c, &k, (unsigned char)b[i])) {
             c->done = 1; /* a token the filter did not allow (it cannot happen): stop narrowing */
             return;
         }
-    if (len == 0 && !k.opened && !c->in_reasoning) { c->done = 1; return; }
+    if (len == 0 && !k.opened) { c->done = 1; return; }
     c->n_space = k.n_space;
     c->ref = k.ref;
     c->n_matched = k.n_matched;
@@ -131,7 +117,7 @@ ds_filter_result ds_tool_constraint_filter(void *user, const int32_t *generated,
     ds_tool_constraint *c = user;
     for (; c->n_seen < n_generated && !c->done; c->n_seen++) feed(c, generated[c->n_seen]);
     if (c->done) return DS_FILTER_DONE;
-    if (c->in_reasoning) return DS_FILTER_FREE;
+    if (c->reasoning.open) return DS_FILTER_FREE;
     cursor start = cursor_of(c);
     int any = 0;
     for (int32_t t = 0; t < n_vocab; t++) {

@@ -17,6 +17,7 @@
 
 #include "common/status.h"
 #include "engine/engine.h"
+#include "server/reasoning_gate.h"
 #include "tokenizer/tokenizer.h"
 
 typedef enum { DS_CALL_XML = 0, DS_CALL_JSON } ds_call_form;
@@ -28,9 +29,7 @@ typedef struct {
     const ds_tokenizer *tok;
     char **openings;        /* what the answer may open with, one per allowed function */
     int n_openings;
-    int in_reasoning;       /* waiting for </think> */
-    char tail[8];           /* the last bytes seen while reasoning (a </think> split over tokens) */
-    int n_tail;
+    ds_reasoning_gate reasoning; /* free until its </think> */
     int n_seen;             /* generated tokens taken into account */
     int n_space;            /* whitespace bytes before the opening */
     int max_space;          /* how many may come (only after a </think>) */

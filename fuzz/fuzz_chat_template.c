@@ -39,10 +39,7 @@ static void ct_init(void) {
 }
 
 static void ct_render(const ds_jinja *t, const cJSON *ctx) {
-    ds_jinja_limits lim = ds_jinja_default_limits();
-    lim.max_output = 1u << 20;
-    lim.max_memory = 64u << 20;
-    lim.max_steps = 200000;
+    ds_jinja_limits lim = fuzz_template_limits();
     char *out = NULL;
     size_t len = 0;
     ds_err e = {0};

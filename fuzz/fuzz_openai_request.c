@@ -88,10 +88,7 @@ static void or_check_request(const ds_oai_request *r, ds_oai_kind kind, int rend
     }
     if (!or_template && ds_jinja_compile(DS_DEFAULT_CHAT_TEMPLATE, &or_template, &e) != DS_OK)
         FUZZ_FAIL("default template: %s", e.msg);
-    ds_jinja_limits lim = ds_jinja_default_limits();
-    lim.max_output = 1u << 20;
-    lim.max_memory = 64u << 20;
-    lim.max_steps = 200000;
+    ds_jinja_limits lim = fuzz_template_limits();
     char *out = NULL;
     size_t len = 0;
     if (ds_jinja_render_limited(or_template, ctx, &lim, &out, &len, &e) == DS_OK)

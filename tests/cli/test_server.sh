@@ -7,6 +7,7 @@
 # "RESULT passed=N failed=M". Env: DS_BIN, DS_TMP, DS_ROOT (tests/run.sh).
 set -u
 : "${DS_BIN:?}" "${DS_TMP:?}" "${DS_ROOT:?}"
+. "$DS_ROOT/tests/cli/server_ready.sh"
 passed=0 failed=0
 ok() { echo "ok $1"; passed=$((passed + 1)); }
 bad() { echo "FAIL $1: $2"; failed=$((failed + 1)); }
@@ -25,14 +26,7 @@ start() {
     "$DS_BIN" serve -m "$model" --port 0 --api-key "$key" --served-model-name tiny --threads 2 "$@" >"$log" 2>&1 &
     pid=$!
     pids+=("$pid")
-    port=""
-    for _ in $(seq 1 200); do
-        port=$(sed -n 's/.*listening on http:\/\/127.0.0.1:\([0-9]*\).*/\1/p' "$log" | head -n 1)
-        [ -n "$port" ] && grep -q "ready:" "$log" && break
-        kill -0 "$pid" 2>/dev/null || break
-        sleep 0.1
-    done
-    if [ -z "$port" ] || ! grep -q "ready:" "$log"; then
+    if ! wait_ready "$log" "$pid" 200; then
         bad "server $name starts" "$(tail -n 5 "$log")"
         return 1
     fi

@@ -12,6 +12,7 @@
 # Prints ok/FAIL lines and "RESULT passed=N failed=M". Env: DS_BIN, DS_TMP, DS_ROOT.
 set -u
 : "${DS_BIN:?}" "${DS_TMP:?}" "${DS_ROOT:?}"
+. "$DS_ROOT/tests/cli/server_ready.sh"
 passed=0 failed=0
 ok() { echo "ok $1"; passed=$((passed + 1)); }
 bad() { echo "FAIL $1: $2"; failed=$((failed + 1)); }
@@ -32,14 +33,7 @@ log="$DS_TMP/server-soak.log"
     --kv-mb 2 --state-mb 1 --cache-state-mb 0.5 --max-running 8 --max-body-kb 64 >"$log" 2>&1 &
 pid=$!
 trap 'kill "$pid" 2>/dev/null' EXIT
-port=""
-for _ in $(seq 1 300); do
-    port=$(sed -n 's/.*listening on http:\/\/127.0.0.1:\([0-9]*\).*/\1/p' "$log" | head -n 1)
-    [ -n "$port" ] && grep -q "ready:" "$log" && break
-    kill -0 "$pid" 2>/dev/null || break
-    sleep 0.1
-done
-if [ -z "$port" ] || ! grep -q "ready:" "$log"; then bad "soak server starts" "$(tail -n 5 "$log")"; finish; fi
+if ! wait_ready "$log" "$pid" 300; then bad "soak server starts" "$(tail -n 5 "$log")"; finish; fi
 ok "soak server starts"
 
 # the soak's own deadline is SOAK_SECONDS plus the settling waits; the timeout only stops a hang

@@ -9,6 +9,8 @@
 import OpenAI from 'openai';
 import http from 'node:http';
 
+import { parseMetrics, parseSSE } from './protocol.mjs';
+
 const URL_ = process.env.DS_URL, KEY = process.env.DS_KEY, MODEL = process.env.DS_MODEL;
 const MODE = process.env.DS_MODE || 'main';
 const client = new OpenAI({ baseURL: URL_ + '/v1', apiKey: KEY, maxRetries: 0, timeout: 60000 });
@@ -49,31 +51,9 @@ const chatBody = (extra = {}) => ({ model: MODEL, messages: [{ role: 'user', con
 
 async function metrics() {
   const r = await raw('GET', '/metrics');
-  const m = {};
-  for (const line of r.body.split('\n')) {
-    if (!line || line[0] === '#') continue;
-    const sp = line.lastIndexOf(' ');
-    const name = line.slice(0, sp).replace(/\{.*\}$/, '');
-    if (!(name in m)) m[name] = Number(line.slice(sp + 1));
-  }
-  return m;
+  return parseMetrics(r.body);
 }
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
-
-// parses an SSE body into data payloads and events
-function parseSSE(body) {
-  const out = [];
-  for (const block of body.split('\n\n')) {
-    if (!block.trim()) continue;
-    let ev = 'message', data = '';
-    for (const l of block.split('\n')) {
-      if (l.startsWith('event: ')) ev = l.slice(7);
-      else if (l.startsWith('data: ')) data += l.slice(6);
-    }
-    out.push({ event: ev, data });
-  }
-  return out;
-}
 
 async function mainSuite() {
   await t('models lists the served model', async () => {

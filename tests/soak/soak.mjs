@@ -34,6 +34,8 @@
 import http from 'node:http';
 import fs from 'node:fs';
 
+import { parseMetrics, parseSSE } from '../server/protocol.mjs';
+
 const URL_ = process.env.SOAK_URL, KEY = process.env.SOAK_KEY || '', MODEL = process.env.SOAK_MODEL;
 const PID = Number(process.env.SOAK_PID || 0);
 const MAX_REQUESTS = Number(process.env.SOAK_REQUESTS || 600), MAX_SECONDS = Number(process.env.SOAK_SECONDS || 60);
@@ -94,16 +96,7 @@ function send(method, path, body, hdrs, leave) {
 
 async function metrics() {
   const r = await send('GET', '/metrics', undefined, {});
-  const m = {};
-  for (const line of r.text.split('\n')) {
-    if (!line || line[0] === '#') continue;
-    const sp = line.lastIndexOf(' ');
-    let name = line.slice(0, sp);
-    const kind = /kind="([a-z_]+)"/.exec(name);
-    name = name.replace(/\{.*\}$/, '') + (kind ? `:${kind[1]}` : '');
-    if (!(name in m)) m[name] = Number(line.slice(sp + 1));
-  }
-  return m;
+  return parseMetrics(r.text);
 }
 
 function rssKiB() {
@@ -111,20 +104,6 @@ function rssKiB() {
   return Number(/VmRSS:\s+(\d+) kB/.exec(s)[1]);
 }
 function alive() { try { process.kill(PID, 0); return true; } catch { return false; } }
-
-function parseSSE(text) {
-  const out = [];
-  for (const block of text.split('\n\n')) {
-    if (!block.trim()) continue;
-    let ev = 'message', data = '';
-    for (const l of block.split('\n')) {
-      if (l.startsWith('event: ')) ev = l.slice(7);
-      else if (l.startsWith('data: ')) data += l.slice(6);
-    }
-    out.push({ event: ev, data });
-  }
-  return out;
-}
 
 // --- the mix ---
 let CTX = 0;

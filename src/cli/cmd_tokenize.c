@@ -2,7 +2,7 @@
  * to token ids and back with a model's tokenizer (a GGUF file, a Hugging
  * Face directory or a bare tokenizer.json). Batch (--jsonl-in) and timing
  * (--bench) modes serve the reference tests and the speed measurement. */
-#include <cjson/cJSON.h>
+#include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -97,13 +97,18 @@ static void put_quoted(FILE *f, const char *s, size_t n) {
     fputc('"', f);
 }
 
-/* s as a JSON string (s ends at its first NUL). */
-static void put_json_string(FILE *f, const char *s) {
-    cJSON *item = cJSON_CreateStringReference(s);
-    char *q = item ? cJSON_PrintUnformatted(item) : NULL;
+/* n bytes of s as a JSON string: a NUL stays (as \u0000), ill-formed UTF-8
+ * becomes U+FFFD, since JSON text cannot carry it. */
+static void put_json_string(FILE *f, const char *s, size_t n) {
+    json_t *item = json_stringn(s, n);
+    uint8_t *fixed = NULL;
+    if (!item && (fixed = malloc(ds_utf8_repaired_len((const uint8_t *)s, n) + 1)))
+        item = json_stringn((const char *)fixed, ds_utf8_repair((const uint8_t *)s, n, fixed));
+    char *q = item ? json_dumps(item, JSON_ENCODE_ANY) : NULL;
     fputs(q ? q : "null", f);
     free(q);
-    cJSON_Delete(item);
+    free(fixed);
+    json_decref(item);
 }
 
 /* --- tokenize --- */
@@ -144,40 +149,43 @@ static int run_jsonl(const ds_tokenizer *t, const char *path, int allow_special,
         if (!end) end = buf + len;
         line_no++;
         if (end == line) continue;
-        cJSON *obj = cJSON_ParseWithLength(line, (size_t)(end - line));
-        const cJSON *hex = cJSON_GetObjectItemCaseSensitive(obj, "hex");
-        const cJSON *text = cJSON_GetObjectItemCaseSensitive(obj, "text");
+        /* JSON_ALLOW_NUL: a "text" is all of its bytes, "\u0000" included */
+        json_error_t je;
+        json_t *obj = json_loadb(line, (size_t)(end - line), JSON_ALLOW_NUL, &je);
+        const json_t *hex = json_object_get(obj, "hex");
+        const json_t *text = json_object_get(obj, "text");
         const char *in = NULL;
         size_t n = 0;
-        if (cJSON_IsString(hex) && strlen(hex->valuestring) % 2 == 0) {
-            size_t hl = strlen(hex->valuestring);
+        if (json_is_string(hex) && json_string_length(hex) % 2 == 0) {
+            size_t hl = json_string_length(hex);
+            const char *h = json_string_value(hex);
             free(bytes);
             bytes = malloc(hl / 2 + 1);
             for (size_t i = 0; bytes && i < hl; i += 2) {
-                int hi = hex_value(hex->valuestring[i]), lo = hex_value(hex->valuestring[i + 1]);
+                int hi = hex_value(h[i]), lo = hex_value(h[i + 1]);
                 if (hi < 0 || lo < 0) break;
                 bytes[n++] = (char)(hi << 4 | lo);
             }
             if (bytes && n == hl / 2) in = bytes;
-        } else if (cJSON_IsString(text)) {
-            in = text->valuestring;
-            n = strlen(in);
+        } else if (json_is_string(text)) {
+            in = json_string_value(text);
+            n = json_string_length(text);
         }
         ds_err e = {0};
         ds_status s = DS_OK;
         toks.n = 0;
-        if (!in) s = ds_fail(&e, DS_EINVAL, "%s line %d: not an object with a \"hex\" or \"text\" string", path, line_no);
+        if (!obj)
+            s = ds_fail(&e, DS_EINVAL, "%s line %d, column %d: not valid JSON: %s", path, line_no, je.column, je.text);
+        else if (!in)
+            s = ds_fail(&e, DS_EINVAL, "%s line %d: not an object with a \"hex\" or \"text\" string", path, line_no);
         if (!s) s = ds_tokenizer_encode(t, in, n, allow_special, &toks, &e);
         char *dec = NULL;
         size_t dec_len = 0;
         if (!s) s = ds_tokenizer_decode(t, toks.ids, toks.n, 0, &dec, &dec_len, &e);
         if (s) {
-            cJSON *err = cJSON_CreateObject();
-            cJSON_AddStringToObject(err, "error", e.msg);
-            char *j = cJSON_PrintUnformatted(err);
-            printf("%s\n", j ? j : "{\"error\":\"out of memory\"}");
-            free(j);
-            cJSON_Delete(err);
+            fputs("{\"error\":", stdout);
+            put_json_string(stdout, e.msg, strlen(e.msg));
+            fputs("}\n", stdout);
             failed = 1;
         } else {
             fputs("{\"ids\":[", stdout);
@@ -194,7 +202,7 @@ static int run_jsonl(const ds_tokenizer *t, const char *path, int allow_special,
             fputs("}\n", stdout);
         }
         free(dec);
-        cJSON_Delete(obj);
+        json_decref(obj);
     }
     free(bytes);
     free(toks.ids);
@@ -310,7 +318,8 @@ int ds_cmd_tokenize(int argc, char **argv) {
         fputs("],\"pieces\":[", stdout);
         for (size_t i = 0; i < toks.n; i++) {
             if (i) putchar(',');
-            put_json_string(stdout, ds_tokenizer_piece(t, toks.ids[i]));
+            const char *piece = ds_tokenizer_piece(t, toks.ids[i]);
+            put_json_string(stdout, piece, strlen(piece));
         }
         printf("],\"n_tokens\":%zu}\n", toks.n);
     } else {
@@ -459,19 +468,12 @@ int ds_cmd_detokenize(int argc, char **argv) {
             fprintf(stderr, "deltaserve detokenize: %s\n", e.msg);
             rc = 1;
         } else if (json) {
-            uint8_t *fixed = malloc(ds_utf8_repaired_len((uint8_t *)text, n) + 1);
-            if (fixed) {
-                fixed[ds_utf8_repair((uint8_t *)text, n, fixed)] = '\0';
-                /* cJSON strings end at NUL; the hex field carries the exact bytes */
-                fputs("{\"text\":", stdout);
-                put_json_string(stdout, (const char *)fixed);
-                fputs(",\"hex\":\"", stdout);
-                put_hex(stdout, text, n);
-                fputs("\"}\n", stdout);
-                free(fixed);
-            } else {
-                rc = 1;
-            }
+            /* text: ill-formed bytes as U+FFFD, a NUL as \u0000; hex: the exact bytes */
+            fputs("{\"text\":", stdout);
+            put_json_string(stdout, text, n);
+            fputs(",\"hex\":\"", stdout);
+            put_hex(stdout, text, n);
+            fputs("\"}\n", stdout);
             free(text);
         } else {
             fwrite(text, 1, n, stdout);

@@ -6,7 +6,6 @@
  * zero-centred norms get their +1, A_log becomes -exp(A_log), the conv weight
  * loses its middle axis, fused and split MoE experts become 3-D stacks.
  * Vision tensors are skipped. The GDN value-head order stays grouped. */
-#include <cjson/cJSON.h>
 #include <float.h>
 #include <math.h>
 #include <stdio.h>
@@ -16,31 +15,32 @@
 
 #include "common/half.h"
 #include "loading/hf_names.h"
+#include "loading/json_file.h"
 #include "loading/model_file_int.h"
 
 #define MAX_JSON_BYTES (64u << 20)
 
 typedef struct {
     const char *path;   /* config.json, for messages */
-    const cJSON *text;  /* text_config, or NULL */
-    const cJSON *top;
+    const json_t *text; /* text_config, or NULL */
+    const json_t *top;
     ds_err *e;
 } cfg_reader;
 
 /* Looks a field up in text_config, then at the top level. Fails when both
  * exist and disagree, because then one of them is wrong and we cannot tell which. */
-static ds_status field(cfg_reader *r, const char *name, const cJSON **out) {
-    const cJSON *a = r->text ? cJSON_GetObjectItemCaseSensitive(r->text, name) : NULL;
-    const cJSON *b = cJSON_GetObjectItemCaseSensitive(r->top, name);
-    if (a && b && !cJSON_IsNull(a) && !cJSON_IsNull(b) && !cJSON_Compare(a, b, 1))
+static ds_status field(cfg_reader *r, const char *name, const json_t **out) {
+    const json_t *a = r->text ? json_object_get(r->text, name) : NULL;
+    const json_t *b = json_object_get(r->top, name);
+    if (a && b && !json_is_null(a) && !json_is_null(b) && !json_equal(a, b))
         return ds_fail(r->e, DS_ECORRUPT, "%s: field '%s' differs between text_config and the top level", r->path, name);
-    *out = (a && !cJSON_IsNull(a)) ? a : (b && !cJSON_IsNull(b)) ? b : NULL;
+    *out = (a && !json_is_null(a)) ? a : (b && !json_is_null(b)) ? b : NULL;
     return DS_OK;
 }
 
 /* def < 0: required. */
 static ds_status get_int(cfg_reader *r, const char *name, int def, int *out) {
-    const cJSON *v;
+    const json_t *v;
     ds_status s = field(r, name, &v);
     if (s) return s;
     if (!v) {
@@ -50,39 +50,41 @@ static ds_status get_int(cfg_reader *r, const char *name, int def, int *out) {
         }
         return ds_fail(r->e, DS_ENOTFOUND, "%s: field '%s' is missing", r->path, name);
     }
-    if (!cJSON_IsNumber(v) || v->valuedouble != floor(v->valuedouble) || v->valuedouble < 0 ||
-        v->valuedouble > (double)(1 << 30))
+    uint64_t u;
+    if (ds_json_uint(v, 1u << 30, &u) != 0)
         return ds_fail(r->e, DS_ECORRUPT, "%s: field '%s' is not a non-negative integer", r->path, name);
-    *out = (int)v->valuedouble;
+    *out = (int)u;
     return DS_OK;
 }
 
-static ds_status get_float(cfg_reader *r, const cJSON *v, const char *name, float *out) {
+static ds_status get_float(cfg_reader *r, const json_t *v, const char *name, float *out) {
     /* (a double beyond the float range has no float value: converting it is undefined) */
-    if (!cJSON_IsNumber(v) || !(fabs(v->valuedouble) <= FLT_MAX))
+    if (!json_is_number(v) || !(fabs(json_number_value(v)) <= FLT_MAX))
         return ds_fail(r->e, DS_ECORRUPT, "%s: field '%s' is not a number in the float range", r->path, name);
-    *out = (float)v->valuedouble;
+    *out = (float)json_number_value(v);
     return DS_OK;
 }
 
 static ds_status get_bool(cfg_reader *r, const char *name, int def, int *out) {
-    const cJSON *v;
+    const json_t *v;
     ds_status s = field(r, name, &v);
     if (s) return s;
     if (!v) { *out = def; return DS_OK; }
-    if (!cJSON_IsBool(v)) return ds_fail(r->e, DS_ECORRUPT, "%s: field '%s' is not a boolean", r->path, name);
-    *out = cJSON_IsTrue(v);
+    if (!json_is_boolean(v)) return ds_fail(r->e, DS_ECORRUPT, "%s: field '%s' is not a boolean", r->path, name);
+    *out = json_is_true(v);
     return DS_OK;
 }
 
 /* Adds token ids (a number or a list) to cfg->eos_ids, without duplicates. */
-static ds_status add_eos(ds_model_config *c, const cJSON *v, const char *path, const char *name, ds_err *e) {
-    if (!v || cJSON_IsNull(v)) return DS_OK;
-    const cJSON *one = cJSON_IsArray(v) ? v->child : v;
-    for (; one; one = cJSON_IsArray(v) ? one->next : NULL) {
-        if (!cJSON_IsNumber(one) || one->valuedouble < 0 || one->valuedouble > INT32_MAX)
+static ds_status add_eos(ds_model_config *c, const json_t *v, const char *path, const char *name, ds_err *e) {
+    if (!v || json_is_null(v)) return DS_OK;
+    size_t n = json_is_array(v) ? json_array_size(v) : 1;
+    for (size_t k = 0; k < n; k++) {
+        const json_t *one = json_is_array(v) ? json_array_get(v, k) : v;
+        uint64_t u;
+        if (ds_json_uint(one, INT32_MAX, &u) != 0)
             return ds_fail(e, DS_ECORRUPT, "%s: field '%s' is not a token id or a list of them", path, name);
-        int32_t id = (int32_t)one->valuedouble;
+        int32_t id = (int32_t)u;
         int dup = 0;
         for (int i = 0; i < c->n_eos; i++) dup |= c->eos_ids[i] == id;
         if (!dup && c->n_eos < DS_MAX_EOS) c->eos_ids[c->n_eos++] = id;
@@ -90,38 +92,15 @@ static ds_status add_eos(ds_model_config *c, const cJSON *v, const char *path, c
     return DS_OK;
 }
 
-static ds_status read_json(const char *path, cJSON **out, int required, ds_err *e) {
-    *out = NULL;
-    char *text;
-    size_t len;
-    ds_status s = ds_read_text_file(path, MAX_JSON_BYTES, &text, &len, e);
-    if (s == DS_ENOTFOUND && !required) return DS_OK;
-    if (s) return s;
-    *out = cJSON_ParseWithLength(text, len);
-    if (!*out) {
-        const char *at = cJSON_GetErrorPtr();
-        long off = at && at >= text && at <= text + len ? (long)(at - text) : -1;
-        free(text);
-        return ds_fail(e, DS_ECORRUPT, "%s: not valid JSON (near byte %ld)", path, off);
-    }
-    free(text);
-    if (!cJSON_IsObject(*out)) {
-        cJSON_Delete(*out);
-        *out = NULL;
-        return ds_fail(e, DS_ECORRUPT, "%s: not a JSON object", path);
-    }
-    return DS_OK;
-}
-
 static ds_status read_rope(cfg_reader *r, ds_model_config *c) {
-    const cJSON *params, *theta = NULL, *factor = NULL;
+    const json_t *params, *theta = NULL, *factor = NULL;
     ds_status s = field(r, "rope_parameters", &params);
     if (s) return s;
-    if (params && !cJSON_IsObject(params))
+    if (params && !json_is_object(params))
         return ds_fail(r->e, DS_ECORRUPT, "%s: field 'rope_parameters' is not an object", r->path);
     if (params) {
-        theta = cJSON_GetObjectItemCaseSensitive(params, "rope_theta");
-        factor = cJSON_GetObjectItemCaseSensitive(params, "partial_rotary_factor");
+        theta = json_object_get(params, "rope_theta");
+        factor = json_object_get(params, "partial_rotary_factor");
     }
     if (!theta && (s = field(r, "rope_theta", &theta))) return s;
     if (!factor && (s = field(r, "partial_rotary_factor", &factor))) return s;
@@ -136,7 +115,7 @@ static ds_status read_rope(cfg_reader *r, ds_model_config *c) {
 }
 
 static ds_status read_layer_types(cfg_reader *r, ds_model_config *c) {
-    const cJSON *types;
+    const json_t *types;
     ds_status s = field(r, "layer_types", &types);
     if (s) return s;
     if (c->arch == DS_ARCH_QWEN3) {
@@ -150,13 +129,13 @@ static ds_status read_layer_types(cfg_reader *r, ds_model_config *c) {
         for (int i = 0; i < c->n_layer; i++) c->layer_full[i] = (i + 1) % c->full_attn_interval == 0;
         return DS_OK;
     }
-    if (!cJSON_IsArray(types) || cJSON_GetArraySize(types) != c->n_layer)
+    if (!json_is_array(types) || json_array_size(types) != (size_t)c->n_layer)
         return ds_fail(r->e, DS_ECORRUPT, "%s: field 'layer_types' is not a list of num_hidden_layers (%d) entries",
                        r->path, c->n_layer);
-    int i = 0;
-    for (const cJSON *t = types->child; t; t = t->next, i++) {
-        if (cJSON_IsString(t) && strcmp(t->valuestring, "full_attention") == 0) c->layer_full[i] = 1;
-        else if (cJSON_IsString(t) && strcmp(t->valuestring, "linear_attention") == 0) c->layer_full[i] = 0;
+    for (int i = 0; i < c->n_layer; i++) {
+        const char *t = json_string_value(json_array_get(types, (size_t)i));
+        if (t && strcmp(t, "full_attention") == 0) c->layer_full[i] = 1;
+        else if (t && strcmp(t, "linear_attention") == 0) c->layer_full[i] = 0;
         else return ds_fail(r->e, DS_ECORRUPT, "%s: layer_types[%d] is neither \"full_attention\" nor \"linear_attention\"",
                             r->path, i);
     }
@@ -166,19 +145,19 @@ static ds_status read_layer_types(cfg_reader *r, ds_model_config *c) {
 static ds_status read_config(ds_model_file *m, const char *dir, ds_err *e) {
     char path[4096];
     snprintf(path, sizeof path, "%s/config.json", dir);
-    cJSON *root;
-    ds_status s = read_json(path, &root, 1, e);
+    json_t *root;
+    ds_status s = ds_json_file_read(path, MAX_JSON_BYTES, 0, &root, e);
     if (s) return s;
     ds_model_config *c = &m->cfg;
-    const cJSON *text = cJSON_GetObjectItemCaseSensitive(root, "text_config");
-    if (text && !cJSON_IsObject(text)) {
-        cJSON_Delete(root);
+    const json_t *text = json_object_get(root, "text_config");
+    if (text && !json_is_object(text)) {
+        json_decref(root);
         return ds_fail(e, DS_ECORRUPT, "%s: field 'text_config' is not an object", path);
     }
     cfg_reader r = {.path = path, .text = text, .top = root, .e = e};
-    const cJSON *mt = text ? cJSON_GetObjectItemCaseSensitive(text, "model_type") : NULL;
-    if (!mt) mt = cJSON_GetObjectItemCaseSensitive(root, "model_type");
-    const char *type = cJSON_IsString(mt) ? mt->valuestring : NULL;
+    const json_t *mt = text ? json_object_get(text, "model_type") : NULL;
+    if (!mt) mt = json_object_get(root, "model_type");
+    const char *type = json_string_value(mt);
     if (!type) {
         s = ds_fail(e, DS_ENOTFOUND, "%s: field 'model_type' is missing", path);
     } else if (!strcmp(type, "qwen3_5_text") || !strcmp(type, "qwen3_5")) {
@@ -191,7 +170,7 @@ static ds_status read_config(ds_model_file *m, const char *dir, ds_err *e) {
         s = ds_fail(e, DS_EUNSUPPORTED, "%s: model_type '%.64s' is not supported (qwen3, qwen3_5, qwen3_5_moe are)",
                     path, type);
     }
-    const cJSON *v = NULL;
+    const json_t *v = NULL;
     if (!s) s = get_int(&r, "hidden_size", -1, &c->n_embd);
     if (!s) s = get_int(&r, "num_hidden_layers", -1, &c->n_layer);
     if (!s && c->n_layer >= DS_MAX_LAYERS)
@@ -225,19 +204,20 @@ static ds_status read_config(ds_model_file *m, const char *dir, ds_err *e) {
         s = get_int(&r, "intermediate_size", -1, &c->n_ff);
     }
     if (!s && !(s = field(&r, "eos_token_id", &v))) s = add_eos(c, v, path, "eos_token_id", e);
-    if (!s && !(s = field(&r, "pad_token_id", &v)) && cJSON_IsNumber(v)) {
-        if (v->valuedouble >= 0 && v->valuedouble <= INT32_MAX) c->pad_id = (int32_t)v->valuedouble;
+    uint64_t pad;
+    if (!s && !(s = field(&r, "pad_token_id", &v)) && json_is_number(v)) {
+        if (ds_json_uint(v, INT32_MAX, &pad) == 0) c->pad_id = (int32_t)pad;
         else s = ds_fail(e, DS_ECORRUPT, "%s: field 'pad_token_id' is not a token id", path);
     }
-    cJSON_Delete(root);
+    json_decref(root);
     if (s) return s;
 
     /* generation_config.json may add the chat turn's end token to the stop set */
     snprintf(path, sizeof path, "%s/generation_config.json", dir);
-    if ((s = read_json(path, &root, 0, e))) return s;
+    if ((s = ds_json_file_read(path, MAX_JSON_BYTES, 1, &root, e))) return s;
     if (root) {
-        s = add_eos(c, cJSON_GetObjectItemCaseSensitive(root, "eos_token_id"), path, "eos_token_id", e);
-        cJSON_Delete(root);
+        s = add_eos(c, json_object_get(root, "eos_token_id"), path, "eos_token_id", e);
+        json_decref(root);
     }
     return s;
 }
@@ -250,22 +230,25 @@ static ds_status read_chat_template(ds_model_file *m, const char *dir, ds_err *e
     snprintf(path, sizeof path, "%s/chat_template.jinja", dir);
     if (file_exists(path)) return ds_read_text_file(path, MAX_JSON_BYTES, &m->chat_template, &len, e);
     snprintf(path, sizeof path, "%s/tokenizer_config.json", dir);
-    cJSON *root;
-    ds_status s = read_json(path, &root, 0, e);
+    json_t *root;
+    ds_status s = ds_json_file_read(path, MAX_JSON_BYTES, 1, &root, e);
     if (s || !root) return s;
-    const cJSON *t = cJSON_GetObjectItemCaseSensitive(root, "chat_template");
-    if (cJSON_IsArray(t)) { /* a list of named templates: take "default" */
-        const cJSON *pick = NULL;
-        for (const cJSON *it = t->child; it; it = it->next) {
-            const cJSON *nm = cJSON_GetObjectItemCaseSensitive(it, "name");
-            if (cJSON_IsString(nm) && strcmp(nm->valuestring, "default") == 0)
-                pick = cJSON_GetObjectItemCaseSensitive(it, "template");
+    const json_t *t = json_object_get(root, "chat_template");
+    if (json_is_array(t)) { /* a list of named templates: take "default" */
+        const json_t *pick = NULL, *it;
+        size_t i;
+        json_array_foreach(t, i, it) {
+            const char *nm = json_string_value(json_object_get(it, "name"));
+            if (nm && strcmp(nm, "default") == 0) pick = json_object_get(it, "template");
         }
         t = pick;
     }
-    if (t && !cJSON_IsString(t)) s = ds_fail(e, DS_ECORRUPT, "%s: field 'chat_template' is not a string", path);
-    else if (t && !(m->chat_template = strdup(t->valuestring))) s = ds_fail(e, DS_ENOMEM, "out of memory");
-    cJSON_Delete(root);
+    if (t && !json_is_string(t)) s = ds_fail(e, DS_ECORRUPT, "%s: field 'chat_template' is not a string", path);
+    /* the template is text up to its end: a NUL inside would cut it short without a word */
+    else if (t && strlen(json_string_value(t)) != json_string_length(t))
+        s = ds_fail(e, DS_ECORRUPT, "%s: field 'chat_template' contains a NUL character", path);
+    else if (t && !(m->chat_template = strdup(json_string_value(t)))) s = ds_fail(e, DS_ENOMEM, "out of memory");
+    json_decref(root);
     return s;
 }
 
@@ -274,8 +257,8 @@ static ds_status read_chat_template(ds_model_file *m, const char *dir, ds_err *e
 static ds_status open_shards(ds_model_file *m, const char *dir, ds_err *e) {
     char path[4096];
     snprintf(path, sizeof path, "%s/model.safetensors.index.json", dir);
-    cJSON *index;
-    ds_status s = read_json(path, &index, 0, e);
+    json_t *index;
+    ds_status s = ds_json_file_read(path, MAX_JSON_BYTES, 1, &index, e);
     if (s) return s;
     if (!index) {
         snprintf(path, sizeof path, "%s/model.safetensors", dir);
@@ -291,28 +274,31 @@ static ds_status open_shards(ds_model_file *m, const char *dir, ds_err *e) {
         m->n_shards = 1;
         return DS_OK;
     }
-    const cJSON *map = cJSON_GetObjectItemCaseSensitive(index, "weight_map");
-    int n = cJSON_IsObject(map) ? cJSON_GetArraySize(map) : -1;
-    if (n <= 0) {
-        cJSON_Delete(index);
+    const json_t *map = json_object_get(index, "weight_map");
+    size_t n = json_is_object(map) ? json_object_size(map) : 0;
+    if (n == 0) {
+        json_decref(index);
         return ds_fail(e, DS_ECORRUPT, "%s: field 'weight_map' is missing, empty or not an object", path);
     }
-    const char **files = calloc((size_t)n, sizeof *files);
-    m->shards = calloc((size_t)n, sizeof *m->shards);
+    const char **files = calloc(n, sizeof *files);
+    m->shards = calloc(n, sizeof *m->shards);
     if (!files || !m->shards) {
         free(files);
-        cJSON_Delete(index);
+        json_decref(index);
         return ds_fail(e, DS_ENOMEM, "out of memory");
     }
     int n_files = 0;
-    for (const cJSON *it = map->child; it && !s; it = it->next) {
-        if (!cJSON_IsString(it) || !*it->valuestring || strchr(it->valuestring, '/') || it->valuestring[0] == '.') {
-            s = ds_fail(e, DS_ECORRUPT, "%s: weight_map entry '%s' does not name a file in the directory", path, it->string);
+    const char *key;
+    const json_t *it;
+    json_object_foreach((json_t *)map, key, it) {
+        const char *file = json_string_value(it);
+        if (!file || !*file || strchr(file, '/') || file[0] == '.') {
+            s = ds_fail(e, DS_ECORRUPT, "%s: weight_map entry '%s' does not name a file in the directory", path, key);
             break;
         }
         int seen = 0;
-        for (int i = 0; i < n_files; i++) seen |= strcmp(files[i], it->valuestring) == 0;
-        if (!seen) files[n_files++] = it->valuestring;
+        for (int i = 0; i < n_files; i++) seen |= strcmp(files[i], file) == 0;
+        if (!seen) files[n_files++] = file;
     }
     for (int i = 0; i < n_files && !s; i++) {
         char shard_path[4096];
@@ -325,17 +311,18 @@ static ds_status open_shards(ds_model_file *m, const char *dir, ds_err *e) {
         m->n_shards++;
     }
     /* every tensor the index names must be in the shard it names */
-    for (const cJSON *it = map->child; it && !s; it = it->next) {
+    json_object_foreach((json_t *)map, key, it) {
+        if (s) break;
+        const char *file = json_string_value(it);
         for (int i = 0; i < m->n_shards; i++) {
-            size_t ln = strlen(m->shards[i].path), lf = strlen(it->valuestring);
-            if (ln >= lf && strcmp(m->shards[i].path + ln - lf, it->valuestring) == 0 &&
-                !ds_safetensors_find(&m->shards[i], it->string))
-                s = ds_fail(e, DS_ECORRUPT, "%s: the index puts tensor '%s' in %s, which does not have it", path,
-                            it->string, it->valuestring);
+            size_t ln = strlen(m->shards[i].path), lf = strlen(file);
+            if (ln >= lf && strcmp(m->shards[i].path + ln - lf, file) == 0 && !ds_safetensors_find(&m->shards[i], key))
+                s = ds_fail(e, DS_ECORRUPT, "%s: the index puts tensor '%s' in %s, which does not have it", path, key,
+                            file);
         }
     }
     free(files);
-    cJSON_Delete(index);
+    json_decref(index);
     return s;
 }
 

@@ -2,7 +2,7 @@
  * written as GGUF or as a Hugging Face directory (see model_make.h). */
 #include "loading/model_make.h"
 
-#include <cjson/cJSON.h>
+#include <jansson.h>
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
@@ -448,12 +448,42 @@ static ds_status write_file(const char *path, const char *text, ds_err *e) {
     return bad ? ds_fail(e, DS_EIO, "%s: write failed", path) : DS_OK;
 }
 
-static ds_status write_json(const char *dir, const char *file, cJSON *root, ds_err *e) {
+/* Builders that remember a failure (out of memory, text that is not UTF-8) in
+ * *bad instead of making every call site check; set returns v for nesting. */
+static json_t *set(json_t *obj, const char *key, json_t *v, int *bad) {
+    if (json_object_set_new(obj, key, v) != 0) {
+        *bad = 1;
+        return NULL;
+    }
+    return v;
+}
+
+static void append(json_t *arr, json_t *v, int *bad) { *bad |= json_array_append_new(arr, v) != 0; }
+
+/* an integral value is written as an integer, as Hugging Face's files have rope_theta */
+static json_t *number(double d) {
+    return d == floor(d) && fabs(d) < 0x1p53 ? json_integer((json_int_t)d) : json_real(d);
+}
+
+static json_t *int_array(const int *v, int n) {
+    json_t *a = json_array();
+    for (int i = 0; i < n && a; i++)
+        if (json_array_append_new(a, json_integer(v[i])) != 0) {
+            json_decref(a);
+            return NULL;
+        }
+    return a;
+}
+
+/* real_digits: 17 for doubles widened from floats, which need every digit to
+ * read back the same; 15 for decimal constants, so 0.6 stays "0.6" */
+static ds_status write_json(const char *dir, const char *file, json_t *root, int bad, int real_digits, ds_err *e) {
     char path[4096];
     snprintf(path, sizeof path, "%s/%s", dir, file);
-    char *text = cJSON_Print(root);
-    cJSON_Delete(root);
-    if (!text) return ds_fail(e, DS_ENOMEM, "%s: out of memory", path);
+    char *text = bad || !root ? NULL
+                              : json_dumps(root, JSON_INDENT(2) | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(real_digits));
+    json_decref(root);
+    if (!text) return ds_fail(e, DS_ENOMEM, "%s: out of memory, or text that is not UTF-8, building the JSON", path);
     ds_status s = write_file(path, text, e);
     free(text);
     return s;
@@ -469,85 +499,87 @@ static ds_status write_hf_config(maker *mk, ds_err *e) {
     static const char *const text_type[DS_ARCH_COUNT] = {"qwen3", "qwen3_5_text", "qwen3_5_moe_text"};
     static const char *const top_type[DS_ARCH_COUNT] = {"qwen3", "qwen3_5", "qwen3_5_moe"};
     const char *dtype = !strcmp(mk->o->dtype, "f32") ? "float32" : !strcmp(mk->o->dtype, "f16") ? "float16" : "bfloat16";
-    cJSON *root = cJSON_CreateObject();
-    cJSON *arch = cJSON_AddArrayToObject(root, "architectures");
-    cJSON_AddItemToArray(arch, cJSON_CreateString(arch_class[c->arch][!flat]));
-    cJSON_AddStringToObject(root, "model_type", flat ? text_type[c->arch] : top_type[c->arch]);
-    cJSON_AddBoolToObject(root, "tie_word_embeddings", c->tied_embeddings);
-    cJSON *t = flat ? root : cJSON_AddObjectToObject(root, "text_config");
-    if (!flat) cJSON_AddStringToObject(t, "model_type", text_type[c->arch]);
-    cJSON_AddNumberToObject(t, "hidden_size", c->n_embd);
-    cJSON_AddNumberToObject(t, "num_hidden_layers", c->n_layer);
-    cJSON_AddNumberToObject(t, "num_attention_heads", c->n_head);
-    cJSON_AddNumberToObject(t, "num_key_value_heads", c->n_head_kv);
-    cJSON_AddNumberToObject(t, "head_dim", c->head_dim);
-    cJSON_AddNumberToObject(t, "vocab_size", c->n_vocab);
-    cJSON_AddNumberToObject(t, "rms_norm_eps", c->rms_eps);
-    cJSON_AddNumberToObject(t, "max_position_embeddings", c->n_ctx_train);
-    cJSON_AddStringToObject(t, "hidden_act", "silu");
-    cJSON_AddStringToObject(t, "dtype", dtype);
-    if (!flat) cJSON_AddBoolToObject(t, "tie_word_embeddings", c->tied_embeddings);
+    json_t *root = json_object();
+    int bad = 0;
+    append(set(root, "architectures", json_array(), &bad), json_string(arch_class[c->arch][!flat]), &bad);
+    set(root, "model_type", json_string(flat ? text_type[c->arch] : top_type[c->arch]), &bad);
+    set(root, "tie_word_embeddings", json_boolean(c->tied_embeddings), &bad);
+    json_t *t = flat ? root : set(root, "text_config", json_object(), &bad);
+    if (!flat) set(t, "model_type", json_string(text_type[c->arch]), &bad);
+    set(t, "hidden_size", number(c->n_embd), &bad);
+    set(t, "num_hidden_layers", number(c->n_layer), &bad);
+    set(t, "num_attention_heads", number(c->n_head), &bad);
+    set(t, "num_key_value_heads", number(c->n_head_kv), &bad);
+    set(t, "head_dim", number(c->head_dim), &bad);
+    set(t, "vocab_size", number(c->n_vocab), &bad);
+    set(t, "rms_norm_eps", number(c->rms_eps), &bad);
+    set(t, "max_position_embeddings", number(c->n_ctx_train), &bad);
+    set(t, "hidden_act", json_string("silu"), &bad);
+    set(t, "dtype", json_string(dtype), &bad);
+    if (!flat) set(t, "tie_word_embeddings", json_boolean(c->tied_embeddings), &bad);
     if (c->arch == DS_ARCH_QWEN35MOE) {
-        cJSON_AddNumberToObject(t, "num_experts", c->n_expert);
-        cJSON_AddNumberToObject(t, "num_experts_per_tok", c->n_expert_used);
-        cJSON_AddNumberToObject(t, "moe_intermediate_size", c->n_ff_exp);
-        cJSON_AddNumberToObject(t, "shared_expert_intermediate_size", c->n_ff_shexp);
+        set(t, "num_experts", number(c->n_expert), &bad);
+        set(t, "num_experts_per_tok", number(c->n_expert_used), &bad);
+        set(t, "moe_intermediate_size", number(c->n_ff_exp), &bad);
+        set(t, "shared_expert_intermediate_size", number(c->n_ff_shexp), &bad);
     } else {
-        cJSON_AddNumberToObject(t, "intermediate_size", c->n_ff);
+        set(t, "intermediate_size", number(c->n_ff), &bad);
     }
     if (c->arch == DS_ARCH_QWEN3) {
-        cJSON_AddNumberToObject(t, "rope_theta", c->rope_theta);
+        set(t, "rope_theta", number(c->rope_theta), &bad);
     } else {
-        cJSON *types = cJSON_AddArrayToObject(t, "layer_types");
+        json_t *types = set(t, "layer_types", json_array(), &bad);
         for (int i = 0; i < c->n_layer; i++)
-            cJSON_AddItemToArray(types, cJSON_CreateString(c->layer_full[i] ? "full_attention" : "linear_attention"));
-        cJSON_AddNumberToObject(t, "full_attention_interval", c->full_attn_interval);
-        cJSON_AddNumberToObject(t, "linear_num_key_heads", c->lin_k_heads);
-        cJSON_AddNumberToObject(t, "linear_num_value_heads", c->lin_v_heads);
-        cJSON_AddNumberToObject(t, "linear_key_head_dim", c->lin_k_dim);
-        cJSON_AddNumberToObject(t, "linear_value_head_dim", c->lin_v_dim);
-        cJSON_AddNumberToObject(t, "linear_conv_kernel_dim", c->conv_kernel);
-        cJSON_AddBoolToObject(t, "attn_output_gate", 1);
-        cJSON_AddNumberToObject(t, "mtp_num_hidden_layers", c->n_mtp);
-        cJSON_AddBoolToObject(t, "mtp_use_dedicated_embeddings", 0);
-        cJSON_AddStringToObject(t, "mamba_ssm_dtype", "float32");
-        cJSON *rope = cJSON_AddObjectToObject(t, "rope_parameters");
-        cJSON_AddStringToObject(rope, "rope_type", "default");
-        cJSON_AddNumberToObject(rope, "rope_theta", c->rope_theta);
-        cJSON_AddNumberToObject(rope, "partial_rotary_factor", (double)c->rope_dim / c->head_dim);
+            append(types, json_string(c->layer_full[i] ? "full_attention" : "linear_attention"), &bad);
+        set(t, "full_attention_interval", number(c->full_attn_interval), &bad);
+        set(t, "linear_num_key_heads", number(c->lin_k_heads), &bad);
+        set(t, "linear_num_value_heads", number(c->lin_v_heads), &bad);
+        set(t, "linear_key_head_dim", number(c->lin_k_dim), &bad);
+        set(t, "linear_value_head_dim", number(c->lin_v_dim), &bad);
+        set(t, "linear_conv_kernel_dim", number(c->conv_kernel), &bad);
+        set(t, "attn_output_gate", json_boolean(1), &bad);
+        set(t, "mtp_num_hidden_layers", number(c->n_mtp), &bad);
+        set(t, "mtp_use_dedicated_embeddings", json_boolean(0), &bad);
+        set(t, "mamba_ssm_dtype", json_string("float32"), &bad);
+        json_t *rope = set(t, "rope_parameters", json_object(), &bad);
+        set(rope, "rope_type", json_string("default"), &bad);
+        set(rope, "rope_theta", number(c->rope_theta), &bad);
+        set(rope, "partial_rotary_factor", number((double)c->rope_dim / c->head_dim), &bad);
         int half = c->rope_dim / 2, ts = (half * 11 + 31) / 32, hs = (half * 11) / 32;
         int sections[3] = {ts, hs, half - ts - hs};
-        cJSON_AddItemToObject(rope, "mrope_section", cJSON_CreateIntArray(sections, 3));
-        cJSON_AddBoolToObject(rope, "mrope_interleaved", 1);
+        set(rope, "mrope_section", int_array(sections, 3), &bad);
+        set(rope, "mrope_interleaved", json_boolean(1), &bad);
     }
-    if (mk->vocab.eot_id >= 0) cJSON_AddNumberToObject(t, "eos_token_id", mk->vocab.eot_id);
-    if (mk->vocab.pad_id >= 0) cJSON_AddNumberToObject(t, "pad_token_id", mk->vocab.pad_id);
-    ds_status s = write_json(mk->o->out, "config.json", root, e);
+    if (mk->vocab.eot_id >= 0) set(t, "eos_token_id", number(mk->vocab.eot_id), &bad);
+    if (mk->vocab.pad_id >= 0) set(t, "pad_token_id", number(mk->vocab.pad_id), &bad);
+    ds_status s = write_json(mk->o->out, "config.json", root, bad, 17, e);
     if (s) return s;
 
-    cJSON *gen = cJSON_CreateObject();
+    json_t *gen = json_object();
+    bad = 0;
     int eos[2], n = 0;
     if (mk->vocab.eos_id >= 0) eos[n++] = mk->vocab.eos_id;
     if (mk->vocab.eot_id >= 0) eos[n++] = mk->vocab.eot_id;
-    cJSON_AddItemToObject(gen, "eos_token_id", cJSON_CreateIntArray(eos, n));
-    if (mk->vocab.pad_id >= 0) cJSON_AddNumberToObject(gen, "pad_token_id", mk->vocab.pad_id);
-    cJSON_AddBoolToObject(gen, "do_sample", 1);
-    cJSON_AddNumberToObject(gen, "temperature", 0.6);
-    cJSON_AddNumberToObject(gen, "top_p", 0.95);
-    cJSON_AddNumberToObject(gen, "top_k", 20);
-    if ((s = write_json(mk->o->out, "generation_config.json", gen, e))) return s;
+    set(gen, "eos_token_id", int_array(eos, n), &bad);
+    if (mk->vocab.pad_id >= 0) set(gen, "pad_token_id", number(mk->vocab.pad_id), &bad);
+    set(gen, "do_sample", json_boolean(1), &bad);
+    set(gen, "temperature", number(0.6), &bad);
+    set(gen, "top_p", number(0.95), &bad);
+    set(gen, "top_k", number(20), &bad);
+    if ((s = write_json(mk->o->out, "generation_config.json", gen, bad, 15, e))) return s;
 
-    cJSON *tc = cJSON_CreateObject();
-    cJSON_AddBoolToObject(tc, "add_bos_token", 0);
-    cJSON_AddBoolToObject(tc, "add_prefix_space", 0);
-    cJSON_AddNullToObject(tc, "bos_token");
-    if (mk->vocab.eos_id >= 0) cJSON_AddStringToObject(tc, "eos_token", mk->vocab.tokens[mk->vocab.eos_id]);
-    if (mk->vocab.pad_id >= 0) cJSON_AddStringToObject(tc, "pad_token", mk->vocab.tokens[mk->vocab.pad_id]);
-    cJSON_AddNullToObject(tc, "unk_token");
-    cJSON_AddNumberToObject(tc, "model_max_length", c->n_ctx_train);
-    cJSON_AddStringToObject(tc, "tokenizer_class", "Qwen2Tokenizer");
-    cJSON_AddStringToObject(tc, "chat_template", DS_DEFAULT_CHAT_TEMPLATE);
-    if ((s = write_json(mk->o->out, "tokenizer_config.json", tc, e))) return s;
+    json_t *tc = json_object();
+    bad = 0;
+    set(tc, "add_bos_token", json_boolean(0), &bad);
+    set(tc, "add_prefix_space", json_boolean(0), &bad);
+    set(tc, "bos_token", json_null(), &bad);
+    if (mk->vocab.eos_id >= 0) set(tc, "eos_token", json_string(mk->vocab.tokens[mk->vocab.eos_id]), &bad);
+    if (mk->vocab.pad_id >= 0) set(tc, "pad_token", json_string(mk->vocab.tokens[mk->vocab.pad_id]), &bad);
+    set(tc, "unk_token", json_null(), &bad);
+    set(tc, "model_max_length", number(c->n_ctx_train), &bad);
+    set(tc, "tokenizer_class", json_string("Qwen2Tokenizer"), &bad);
+    set(tc, "chat_template", json_string(DS_DEFAULT_CHAT_TEMPLATE), &bad);
+    if ((s = write_json(mk->o->out, "tokenizer_config.json", tc, bad, 15, e))) return s;
 
     char path[4096];
     snprintf(path, sizeof path, "%s/tokenizer.json", mk->o->out);
@@ -569,22 +601,24 @@ static ds_status write_shard(maker *mk, hf_list *l, int shard, int n_shards, ds_
     char file[64], path[4096];
     shard_name(file, sizeof file, shard, n_shards);
     snprintf(path, sizeof path, "%s/%s", mk->o->out, file);
-    cJSON *hdr = cJSON_CreateObject();
-    cJSON_AddStringToObject(cJSON_AddObjectToObject(hdr, "__metadata__"), "format", "pt");
+    json_t *hdr = json_object();
+    int bad = 0;
+    set(set(hdr, "__metadata__", json_object(), &bad), "format", json_string("pt"), &bad);
     for (int i = 0; i < l->n; i++) {
         hf_entry *en = &l->v[i];
         if (en->shard != shard) continue;
-        cJSON *t = cJSON_AddObjectToObject(hdr, en->name);
-        cJSON_AddStringToObject(t, "dtype", en->type == DS_F32 ? "F32" : en->type == DS_F16 ? "F16" : "BF16");
-        cJSON *shape = cJSON_AddArrayToObject(t, "shape");
-        for (int d = 0; d < en->n_dims; d++) cJSON_AddItemToArray(shape, cJSON_CreateNumber((double)en->shape[d]));
-        cJSON *offs = cJSON_AddArrayToObject(t, "data_offsets");
-        cJSON_AddItemToArray(offs, cJSON_CreateNumber((double)en->begin));
-        cJSON_AddItemToArray(offs, cJSON_CreateNumber((double)(en->begin + en->nbytes)));
+        json_t *t = set(hdr, en->name, json_object(), &bad);
+        set(t, "dtype", json_string(en->type == DS_F32 ? "F32" : en->type == DS_F16 ? "F16" : "BF16"), &bad);
+        json_t *shape = set(t, "shape", json_array(), &bad);
+        for (int d = 0; d < en->n_dims; d++) append(shape, json_integer((json_int_t)en->shape[d]), &bad);
+        json_t *offs = set(t, "data_offsets", json_array(), &bad);
+        append(offs, json_integer((json_int_t)en->begin), &bad);
+        append(offs, json_integer((json_int_t)(en->begin + en->nbytes)), &bad);
     }
-    char *json = cJSON_PrintUnformatted(hdr);
-    cJSON_Delete(hdr);
-    if (!json) return ds_fail(e, DS_ENOMEM, "out of memory");
+    /* the format's own writer keeps the entries in file order; so do we */
+    char *json = bad ? NULL : json_dumps(hdr, JSON_COMPACT | JSON_PRESERVE_ORDER);
+    json_decref(hdr);
+    if (!json) return ds_fail(e, DS_ENOMEM, "%s: out of memory building the header", path);
     size_t jlen = strlen(json), padded = (jlen + 7) / 8 * 8; /* data starts 8-aligned, padded with spaces */
     FILE *f = fopen(path, "wb");
     if (!f) {
@@ -593,7 +627,7 @@ static ds_status write_shard(maker *mk, hf_list *l, int shard, int n_shards, ds_
     }
     setvbuf(f, NULL, _IOFBF, 1 << 20);
     uint64_t hlen = padded;
-    int bad = fwrite(&hlen, 8, 1, f) != 1 || fwrite(json, 1, jlen, f) != jlen;
+    bad = fwrite(&hlen, 8, 1, f) != 1 || fwrite(json, 1, jlen, f) != jlen;
     for (size_t i = jlen; i < padded; i++) bad |= fputc(' ', f) == EOF;
     free(json);
     float *vals = NULL;
@@ -660,17 +694,18 @@ static ds_status write_hf(maker *mk, ds_err *e) {
     int n_shards = shard + 1;
     for (int i = 0; i < n_shards && !s; i++) s = write_shard(mk, &l, i, n_shards, e);
     if (!s && n_shards > 1) {
-        cJSON *index = cJSON_CreateObject();
+        json_t *index = json_object();
+        int bad = 0;
         uint64_t total = 0;
         for (int i = 0; i < l.n; i++) total += l.v[i].nbytes;
-        cJSON_AddNumberToObject(cJSON_AddObjectToObject(index, "metadata"), "total_size", (double)total);
-        cJSON *map = cJSON_AddObjectToObject(index, "weight_map");
+        set(set(index, "metadata", json_object(), &bad), "total_size", json_integer((json_int_t)total), &bad);
+        json_t *map = set(index, "weight_map", json_object(), &bad);
         for (int i = 0; i < l.n; i++) {
             char file[64];
             shard_name(file, sizeof file, l.v[i].shard, n_shards);
-            cJSON_AddStringToObject(map, l.v[i].name, file);
+            set(map, l.v[i].name, json_string(file), &bad);
         }
-        s = write_json(mk->o->out, "model.safetensors.index.json", index, e);
+        s = write_json(mk->o->out, "model.safetensors.index.json", index, bad, 17, e);
     }
     free(l.v);
     return s;

@@ -1,11 +1,13 @@
 /* safetensors.c - safetensors header parsing and validation. */
 #include "loading/safetensors.h"
 
-#include <cjson/cJSON.h>
-#include <math.h>
+#include <jansson.h>
+
 #include <stdlib.h>
 #include <stdio.h>
 #include <string.h>
+
+#include "loading/json_file.h"
 
 static const struct { const char *name; int bytes; int ds; ds_dtype type; } st_types[] = {
     {"F32", 4, 1, DS_F32},  {"F16", 2, 1, DS_F16},  {"BF16", 2, 1, DS_BF16}, {"F64", 8, 0, DS_F32},
@@ -23,41 +25,34 @@ static int cmp_name(const void *a, const void *b) {
     return strcmp(((const ds_st_tensor *)a)->name, ((const ds_st_tensor *)b)->name);
 }
 
-static int json_uint(const cJSON *n, uint64_t max, uint64_t *out) {
-    if (!cJSON_IsNumber(n)) return -1;
-    double d = n->valuedouble;
-    if (!(d >= 0) || d > (double)max || d != floor(d)) return -1;
-    *out = (uint64_t)d;
-    return 0;
-}
-
-static ds_status parse_entry(ds_safetensors *st, const cJSON *item, ds_st_tensor *t, const uint8_t *data,
-                             uint64_t data_size, ds_err *e) {
-    const char *path = st->path, *nm = item->string;
-    if (!cJSON_IsObject(item)) return ds_fail(e, DS_ECORRUPT, "%s: tensor '%s': header entry is not an object", path, nm);
-    const cJSON *dt = cJSON_GetObjectItemCaseSensitive(item, "dtype");
-    const cJSON *shape = cJSON_GetObjectItemCaseSensitive(item, "shape");
-    const cJSON *offs = cJSON_GetObjectItemCaseSensitive(item, "data_offsets");
-    if (!cJSON_IsString(dt)) return ds_fail(e, DS_ECORRUPT, "%s: tensor '%s': field 'dtype' is missing or not a string", path, nm);
-    if (!cJSON_IsArray(shape)) return ds_fail(e, DS_ECORRUPT, "%s: tensor '%s': field 'shape' is missing or not an array", path, nm);
-    if (!cJSON_IsArray(offs) || cJSON_GetArraySize(offs) != 2)
+static ds_status parse_entry(ds_safetensors *st, const char *nm, const json_t *item, ds_st_tensor *t,
+                             const uint8_t *data, uint64_t data_size, ds_err *e) {
+    const char *path = st->path;
+    if (!json_is_object(item)) return ds_fail(e, DS_ECORRUPT, "%s: tensor '%s': header entry is not an object", path, nm);
+    const json_t *dt = json_object_get(item, "dtype");
+    const json_t *shape = json_object_get(item, "shape");
+    const json_t *offs = json_object_get(item, "data_offsets");
+    if (!json_is_string(dt)) return ds_fail(e, DS_ECORRUPT, "%s: tensor '%s': field 'dtype' is missing or not a string", path, nm);
+    if (!json_is_array(shape)) return ds_fail(e, DS_ECORRUPT, "%s: tensor '%s': field 'shape' is missing or not an array", path, nm);
+    if (!json_is_array(offs) || json_array_size(offs) != 2)
         return ds_fail(e, DS_ECORRUPT, "%s: tensor '%s': field 'data_offsets' is not a pair", path, nm);
+    const char *dts = json_string_value(dt);
     int esize = 0;
     for (size_t i = 0; i < sizeof st_types / sizeof st_types[0]; i++)
-        if (strcmp(dt->valuestring, st_types[i].name) == 0) {
+        if (strcmp(dts, st_types[i].name) == 0) {
             esize = st_types[i].bytes;
             t->has_dtype = st_types[i].ds;
             t->type = st_types[i].type;
         }
-    if (!esize) return ds_fail(e, DS_EUNSUPPORTED, "%s: tensor '%s' has unknown dtype '%.15s'", path, nm, dt->valuestring);
-    snprintf(t->st_dtype, sizeof t->st_dtype, "%s", dt->valuestring);
-    int nd = cJSON_GetArraySize(shape);
-    if (nd > DS_ST_MAX_DIMS) return ds_fail(e, DS_ECORRUPT, "%s: tensor '%s' has %d dimensions", path, nm, nd);
-    t->n_dims = nd;
+    if (!esize) return ds_fail(e, DS_EUNSUPPORTED, "%s: tensor '%s' has unknown dtype '%.15s'", path, nm, dts);
+    snprintf(t->st_dtype, sizeof t->st_dtype, "%s", dts);
+    size_t nd = json_array_size(shape);
+    if (nd > DS_ST_MAX_DIMS) return ds_fail(e, DS_ECORRUPT, "%s: tensor '%s' has %zu dimensions", path, nm, nd);
+    t->n_dims = (int)nd;
     uint64_t n_elems = 1;
-    for (int d = 0; d < nd; d++) {
+    for (int d = 0; d < t->n_dims; d++) {
         uint64_t v;
-        if (json_uint(cJSON_GetArrayItem(shape, d), (uint64_t)1 << 40, &v) != 0)
+        if (ds_json_uint(json_array_get(shape, (size_t)d), (uint64_t)1 << 40, &v) != 0)
             return ds_fail(e, DS_ECORRUPT, "%s: tensor '%s': shape[%d] is not a valid size", path, nm, d);
         t->shape[d] = (int64_t)v;
         if (v && n_elems > UINT64_MAX / 16 / v)
@@ -65,8 +60,8 @@ static ds_status parse_entry(ds_safetensors *st, const cJSON *item, ds_st_tensor
         n_elems *= v;
     }
     uint64_t b, en;
-    if (json_uint(cJSON_GetArrayItem(offs, 0), data_size, &b) != 0 ||
-        json_uint(cJSON_GetArrayItem(offs, 1), data_size, &en) != 0 || en < b)
+    if (ds_json_uint(json_array_get(offs, 0), data_size, &b) != 0 ||
+        ds_json_uint(json_array_get(offs, 1), data_size, &en) != 0 || en < b)
         return ds_fail(e, DS_ECORRUPT, "%s: tensor '%s': data_offsets are out of range (data section has %llu bytes)",
                        path, nm, (unsigned long long)data_size);
     if (en - b != n_elems * (uint64_t)esize)
@@ -90,41 +85,40 @@ ds_status ds_safetensors_parse(ds_safetensors *st, const uint8_t *buf, size_t si
     if (hlen > size - 8 || hlen > DS_ST_MAX_HEADER)
         return ds_fail(e, DS_ECORRUPT, "%s: header length %llu (byte 0) is larger than the file (%zu bytes) or the 100 MiB limit",
                        name, (unsigned long long)hlen, size);
-    const char *end = NULL;
-    cJSON *root = cJSON_ParseWithLengthOpts((const char *)buf + 8, (size_t)hlen, &end, 0);
-    if (!root) {
-        const char *at = cJSON_GetErrorPtr();
-        long off = at ? (long)(at - (const char *)buf) : 8;
-        return ds_fail(e, DS_ECORRUPT, "%s: header is not valid JSON (near byte %ld)", name, off);
-    }
-    /* after the object only the padding may follow (spaces, as writers pad to 8 bytes) */
-    const char *hend = (const char *)buf + 8 + hlen;
-    while (end && end < hend && (*end == ' ' || *end == '\t' || *end == '\n' || *end == '\r' || *end == '\0')) end++;
-    if (end && end < hend) {
-        cJSON_Delete(root);
-        return ds_fail(e, DS_ECORRUPT, "%s: header is not valid JSON (junk at byte %ld)", name,
-                       (long)(end - (const char *)buf));
-    }
-    ds_status s = DS_OK;
-    if (!cJSON_IsObject(root)) {
+    /* JSON_DECODE_ANY: a header that is valid JSON but not an object gets its own message below */
+    json_t *root;
+    size_t used;
+    ds_status s = ds_json_text_parse((const char *)buf + 8, (size_t)hlen, JSON_DECODE_ANY | JSON_DISABLE_EOF_CHECK,
+                                     name, 8, &root, &used, e);
+    if (s) return s;
+    if (!json_is_object(root)) {
         s = ds_fail(e, DS_ECORRUPT, "%s: header is not a JSON object", name);
         goto out;
     }
-    int n = 0;
-    for (const cJSON *it = root->child; it; it = it->next) n += strcmp(it->string, "__metadata__") != 0;
-    st->tensors = calloc(n ? (size_t)n : 1, sizeof *st->tensors);
-    ds_st_tensor **by_offset = calloc(n ? (size_t)n : 1, sizeof *by_offset);
+    /* after the object only the padding may follow (spaces, as writers pad to 8 bytes) */
+    const char *end = (const char *)buf + 8 + used, *hend = (const char *)buf + 8 + hlen;
+    while (end < hend && (*end == ' ' || *end == '\t' || *end == '\n' || *end == '\r' || *end == '\0')) end++;
+    if (end < hend) {
+        s = ds_fail(e, DS_ECORRUPT, "%s: header is not valid JSON (junk at byte %ld)", name, (long)(end - (const char *)buf));
+        goto out;
+    }
+    size_t n = 0;
+    const char *key;
+    json_t *it;
+    json_object_foreach(root, key, it) n += strcmp(key, "__metadata__") != 0;
+    st->tensors = calloc(n ? n : 1, sizeof *st->tensors);
+    ds_st_tensor **by_offset = calloc(n ? n : 1, sizeof *by_offset);
     if (!st->tensors || !by_offset) {
         free(by_offset);
-        s = ds_fail(e, DS_ENOMEM, "%s: out of memory for %d tensors", name, n);
+        s = ds_fail(e, DS_ENOMEM, "%s: out of memory for %zu tensors", name, n);
         goto out;
     }
     const uint8_t *data = buf + 8 + hlen;
     uint64_t data_size = size - 8 - hlen;
-    for (const cJSON *it = root->child; it; it = it->next) {
-        if (strcmp(it->string, "__metadata__") == 0) continue;
+    json_object_foreach(root, key, it) {
+        if (strcmp(key, "__metadata__") == 0) continue;
         ds_st_tensor *t = &st->tensors[st->n_tensors];
-        if ((s = parse_entry(st, it, t, data, data_size, e))) {
+        if ((s = parse_entry(st, key, it, t, data, data_size, e))) {
             free(t->name);
             t->name = NULL;
             break;
@@ -156,7 +150,7 @@ ds_status ds_safetensors_parse(ds_safetensors *st, const uint8_t *buf, size_t si
             }
     }
 out:
-    cJSON_Delete(root);
+    json_decref(root);
     return s;
 }
 

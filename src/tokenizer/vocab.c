@@ -2,7 +2,7 @@
  * reading/writing tokenizer.json and GGUF tokenizer.ggml.* metadata. */
 #include "tokenizer/vocab.h"
 
-#include <cjson/cJSON.h>
+#include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -10,6 +10,7 @@
 #include "common/mapped_file.h"
 #include "loading/gguf.h"
 #include "loading/gguf_writer.h"
+#include "loading/json_file.h"
 
 const char DS_PRETOK_QWEN2[] =
     "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|"
@@ -166,84 +167,99 @@ ds_status ds_vocab_generate(ds_vocab *v, int n_regular, ds_err *e) {
 
 /* --- tokenizer.json --- */
 
+/* An id field: a whole number in [0, 2^24]. */
+static int token_id(const json_t *v, int *out) {
+    uint64_t u;
+    if (ds_json_uint(v, 1u << 24, &u) != 0) return -1;
+    *out = (int)u;
+    return 0;
+}
+
 ds_status ds_vocab_read_tokenizer_json(ds_vocab *v, const char *path, ds_err *e) {
     memset(v, 0, sizeof *v);
-    char *text;
-    size_t len;
-    ds_status s = ds_read_text_file(path, 512u << 20, &text, &len, e);
+    /* Strings stay without JSON_ALLOW_NUL: tokens are NUL-terminated here and in
+     * GGUF, and an object key (model.vocab's tokens) cannot hold a NUL at all,
+     * so a "\u0000" is reported with its line and column instead of cut short. */
+    json_t *root;
+    ds_status s = ds_json_file_read(path, 512u << 20, 0, &root, e);
     if (s) return s;
-    cJSON *root = cJSON_ParseWithLength(text, len);
-    free(text);
-    if (!root) return ds_fail(e, DS_ECORRUPT, "%s: not valid JSON", path);
-    const cJSON *model = cJSON_GetObjectItemCaseSensitive(root, "model");
-    const cJSON *type = cJSON_GetObjectItemCaseSensitive(model, "type");
-    const cJSON *vocab = cJSON_GetObjectItemCaseSensitive(model, "vocab");
-    const cJSON *merges = cJSON_GetObjectItemCaseSensitive(model, "merges");
-    const cJSON *added = cJSON_GetObjectItemCaseSensitive(root, "added_tokens");
-    if (!cJSON_IsString(type) || strcmp(type->valuestring, "BPE") != 0) {
+    const json_t *model = json_object_get(root, "model");
+    const char *type = json_string_value(json_object_get(model, "type"));
+    const json_t *vocab = json_object_get(model, "vocab");
+    const json_t *merges = json_object_get(model, "merges");
+    const json_t *added = json_object_get(root, "added_tokens");
+    const char *key;
+    const json_t *it;
+    size_t i;
+    if (!type || strcmp(type, "BPE") != 0) {
         s = ds_fail(e, DS_EUNSUPPORTED, "%s: field 'model.type' is not \"BPE\"", path);
         goto out;
     }
-    if (!cJSON_IsObject(vocab) || !cJSON_IsArray(merges)) {
+    if (!json_is_object(vocab) || !json_is_array(merges)) {
         s = ds_fail(e, DS_ECORRUPT, "%s: fields 'model.vocab' and 'model.merges' must be an object and a list", path);
         goto out;
     }
-    int max_id = -1;
-    for (const cJSON *it = vocab->child; it; it = it->next) {
-        if (!cJSON_IsNumber(it) || it->valuedouble < 0 || it->valuedouble > (1 << 24)) {
-            s = ds_fail(e, DS_ECORRUPT, "%s: model.vocab['%.40s'] is not a token id", path, it->string);
+    if (added && !json_is_array(added)) {
+        s = ds_fail(e, DS_ECORRUPT, "%s: field 'added_tokens' is not a list", path);
+        goto out;
+    }
+    if (json_array_size(merges) > (1u << 24)) {
+        s = ds_fail(e, DS_ECORRUPT, "%s: model.merges has %zu entries (at most 2^24)", path, json_array_size(merges));
+        goto out;
+    }
+    int max_id = -1, id = 0;
+    json_object_foreach((json_t *)vocab, key, it) {
+        if (token_id(it, &id) != 0) {
+            s = ds_fail(e, DS_ECORRUPT, "%s: model.vocab['%.40s'] is not a token id", path, key);
             goto out;
         }
-        if ((int)it->valuedouble > max_id) max_id = (int)it->valuedouble;
+        if (id > max_id) max_id = id;
     }
-    for (const cJSON *it = added ? added->child : NULL; it; it = it->next) {
-        const cJSON *id = cJSON_GetObjectItemCaseSensitive(it, "id");
-        const cJSON *content = cJSON_GetObjectItemCaseSensitive(it, "content");
-        if (!cJSON_IsNumber(id) || id->valuedouble < 0 || id->valuedouble > (1 << 24) || !cJSON_IsString(content)) {
-            s = ds_fail(e, DS_ECORRUPT, "%s: an entry of 'added_tokens' lacks a valid id or content", path);
+    json_array_foreach(added, i, it) {
+        if (token_id(json_object_get(it, "id"), &id) != 0 || !json_is_string(json_object_get(it, "content"))) {
+            s = ds_fail(e, DS_ECORRUPT, "%s: added_tokens[%zu] lacks a valid id or content", path, i);
             goto out;
         }
-        if ((int)id->valuedouble > max_id) max_id = (int)id->valuedouble;
+        if (id > max_id) max_id = id;
     }
-    if ((s = alloc_tables(v, max_id + 1, cJSON_GetArraySize(merges), e))) goto out;
-    for (const cJSON *it = vocab->child; it; it = it->next) {
-        int id = (int)it->valuedouble;
+    if ((s = alloc_tables(v, max_id + 1, (int)json_array_size(merges), e))) goto out;
+    json_object_foreach((json_t *)vocab, key, it) {
+        token_id(it, &id);
         if (v->tokens[id]) {
             s = ds_fail(e, DS_ECORRUPT, "%s: token id %d is given to two tokens in model.vocab", path, id);
             goto out;
         }
-        v->tokens[id] = strdup(it->string);
+        v->tokens[id] = strdup(key);
         v->types[id] = DS_TOKEN_NORMAL;
     }
-    for (const cJSON *it = added ? added->child : NULL; it; it = it->next) {
-        int id = (int)cJSON_GetObjectItemCaseSensitive(it, "id")->valuedouble;
-        const char *content = cJSON_GetObjectItemCaseSensitive(it, "content")->valuestring;
+    json_array_foreach(added, i, it) {
+        token_id(json_object_get(it, "id"), &id);
+        const char *content = json_string_value(json_object_get(it, "content"));
         if (v->tokens[id] && strcmp(v->tokens[id], content) != 0) {
             s = ds_fail(e, DS_ECORRUPT, "%s: added token '%.40s' reuses id %d of '%.40s'", path, content, id, v->tokens[id]);
             goto out;
         }
         free(v->tokens[id]);
         v->tokens[id] = strdup(content);
-        v->types[id] = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(it, "special")) ? DS_TOKEN_CONTROL
-                                                                                   : DS_TOKEN_USER_DEFINED;
+        v->types[id] = json_is_true(json_object_get(it, "special")) ? DS_TOKEN_CONTROL : DS_TOKEN_USER_DEFINED;
     }
-    for (int i = 0; i < v->n_tokens; i++) {
-        if (v->types[i] == 0) { /* an id no entry names: keep the table dense like GGUF does */
+    for (int k = 0; k < v->n_tokens; k++) {
+        if (v->types[k] == 0) { /* an id no entry names: keep the table dense like GGUF does */
             char buf[32];
-            snprintf(buf, sizeof buf, "[PAD%d]", i);
-            v->tokens[i] = strdup(buf);
-            v->types[i] = DS_TOKEN_UNUSED;
+            snprintf(buf, sizeof buf, "[PAD%d]", k);
+            v->tokens[k] = strdup(buf);
+            v->types[k] = DS_TOKEN_UNUSED;
         }
-        if (!v->tokens[i]) { s = ds_fail(e, DS_ENOMEM, "out of memory"); goto out; }
+        if (!v->tokens[k]) { s = ds_fail(e, DS_ENOMEM, "out of memory"); goto out; }
     }
-    for (const cJSON *it = merges->child; it; it = it->next) {
+    json_array_foreach(merges, i, it) {
         char *m = NULL;
-        if (cJSON_IsString(it)) {
-            m = strdup(it->valuestring);
-        } else if (cJSON_IsArray(it) && cJSON_GetArraySize(it) == 2 && cJSON_IsString(it->child) &&
-                   cJSON_IsString(it->child->next)) {
-            size_t n = strlen(it->child->valuestring) + strlen(it->child->next->valuestring) + 2;
-            if ((m = malloc(n))) snprintf(m, n, "%s %s", it->child->valuestring, it->child->next->valuestring);
+        const char *l = json_string_value(json_array_get(it, 0)), *r = json_string_value(json_array_get(it, 1));
+        if (json_is_string(it)) {
+            m = strdup(json_string_value(it));
+        } else if (json_array_size(it) == 2 && l && r) {
+            size_t n = strlen(l) + strlen(r) + 2;
+            if ((m = malloc(n))) snprintf(m, n, "%s %s", l, r);
         } else {
             s = ds_fail(e, DS_ECORRUPT, "%s: model.merges[%d] is neither \"a b\" nor [\"a\", \"b\"]", path, v->n_merges);
             goto out;
@@ -253,13 +269,15 @@ ds_status ds_vocab_read_tokenizer_json(ds_vocab *v, const char *path, ds_err *e)
     }
     /* the split pattern tells Qwen3.5's pre-tokenizer from Qwen2/3's */
     const char *pre = "qwen2";
-    const cJSON *pt = cJSON_GetObjectItemCaseSensitive(root, "pre_tokenizer");
-    const cJSON *list = cJSON_GetObjectItemCaseSensitive(pt, "pretokenizers");
-    for (const cJSON *it = list ? list->child : pt; it; it = list ? it->next : NULL) {
-        const cJSON *pat = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(it, "pattern"), "Regex");
-        if (!cJSON_IsString(pat)) continue;
-        if (strcmp(pat->valuestring, DS_PRETOK_QWEN35) == 0) pre = "qwen35";
-        else if (strcmp(pat->valuestring, DS_PRETOK_QWEN2) != 0) {
+    const json_t *pt = json_object_get(root, "pre_tokenizer");
+    const json_t *list = json_object_get(pt, "pretokenizers");
+    size_t n_pre = list ? json_array_size(list) : 1;
+    for (i = 0; i < n_pre; i++) {
+        const json_t *one = list ? json_array_get(list, i) : pt;
+        const char *pat = json_string_value(json_object_get(json_object_get(one, "pattern"), "Regex"));
+        if (!pat) continue;
+        if (strcmp(pat, DS_PRETOK_QWEN35) == 0) pre = "qwen35";
+        else if (strcmp(pat, DS_PRETOK_QWEN2) != 0) {
             s = ds_fail(e, DS_EUNSUPPORTED, "%s: the pre-tokenizer's split pattern is neither Qwen2/3's nor Qwen3.5's", path);
             goto out;
         }
@@ -267,69 +285,85 @@ ds_status ds_vocab_read_tokenizer_json(ds_vocab *v, const char *path, ds_err *e)
     v->pre = strdup(pre);
     set_specials(v);
 out:
-    cJSON_Delete(root);
+    json_decref(root);
     if (s) ds_vocab_free(v);
     return s;
 }
 
-static cJSON *byte_level(void) {
-    cJSON *o = cJSON_CreateObject();
-    cJSON_AddStringToObject(o, "type", "ByteLevel");
-    cJSON_AddBoolToObject(o, "add_prefix_space", 0);
-    cJSON_AddBoolToObject(o, "trim_offsets", 0);
-    cJSON_AddBoolToObject(o, "use_regex", 0);
-    return o;
+/* Builders that remember a failure in *bad: out of memory, or a token that is
+ * not UTF-8 (jansson checks every string it is given). */
+static json_t *set(json_t *obj, const char *key, json_t *val, int *bad) {
+    if (json_object_set_new(obj, key, val) != 0) {
+        *bad = 1;
+        return NULL;
+    }
+    return val;
+}
+
+static void append(json_t *arr, json_t *val, int *bad) { *bad |= json_array_append_new(arr, val) != 0; }
+
+static json_t *byte_level(void) {
+    return json_pack("{s:s, s:b, s:b, s:b}", "type", "ByteLevel", "add_prefix_space", 0, "trim_offsets", 0, "use_regex", 0);
+}
+
+/* the first token or merge that jansson would not take as a string, for the message */
+static ds_status not_utf8(const ds_vocab *v, const char *path, ds_err *e) {
+    for (int i = 0; i < v->n_tokens; i++) {
+        json_t *t = json_string(v->tokens[i]);
+        if (!t) return ds_fail(e, DS_ECORRUPT, "%s: token %d is not valid UTF-8, which JSON cannot hold", path, i);
+        json_decref(t);
+    }
+    for (int i = 0; i < v->n_merges; i++) {
+        json_t *t = json_string(v->merges[i]);
+        if (!t) return ds_fail(e, DS_ECORRUPT, "%s: merge %d is not valid UTF-8, which JSON cannot hold", path, i);
+        json_decref(t);
+    }
+    return ds_fail(e, DS_ENOMEM, "%s: out of memory serialising the tokenizer", path);
 }
 
 ds_status ds_vocab_write_tokenizer_json(const ds_vocab *v, const char *path, ds_err *e) {
-    cJSON *root = cJSON_CreateObject();
-    cJSON_AddStringToObject(root, "version", "1.0");
-    cJSON_AddNullToObject(root, "truncation");
-    cJSON_AddNullToObject(root, "padding");
-    cJSON *added = cJSON_AddArrayToObject(root, "added_tokens");
+    json_t *root = json_object();
+    int bad = 0;
+    set(root, "version", json_string("1.0"), &bad);
+    set(root, "truncation", json_null(), &bad);
+    set(root, "padding", json_null(), &bad);
+    json_t *added = set(root, "added_tokens", json_array(), &bad);
     for (int i = 0; i < v->n_tokens; i++) {
         if (v->types[i] != DS_TOKEN_CONTROL && v->types[i] != DS_TOKEN_USER_DEFINED) continue;
-        cJSON *t = cJSON_CreateObject();
-        cJSON_AddNumberToObject(t, "id", i);
-        cJSON_AddStringToObject(t, "content", v->tokens[i]);
-        cJSON_AddBoolToObject(t, "single_word", 0);
-        cJSON_AddBoolToObject(t, "lstrip", 0);
-        cJSON_AddBoolToObject(t, "rstrip", 0);
-        cJSON_AddBoolToObject(t, "normalized", 0);
-        cJSON_AddBoolToObject(t, "special", v->types[i] == DS_TOKEN_CONTROL);
-        cJSON_AddItemToArray(added, t);
+        append(added,
+               json_pack("{s:i, s:s, s:b, s:b, s:b, s:b, s:b}", "id", i, "content", v->tokens[i], "single_word", 0,
+                         "lstrip", 0, "rstrip", 0, "normalized", 0, "special", v->types[i] == DS_TOKEN_CONTROL),
+               &bad);
     }
-    cJSON *norm = cJSON_AddObjectToObject(root, "normalizer");
-    cJSON_AddStringToObject(norm, "type", "NFC");
-    cJSON *pre = cJSON_AddObjectToObject(root, "pre_tokenizer");
-    cJSON_AddStringToObject(pre, "type", "Sequence");
-    cJSON *list = cJSON_AddArrayToObject(pre, "pretokenizers");
-    cJSON *split = cJSON_CreateObject();
-    cJSON_AddStringToObject(split, "type", "Split");
-    cJSON_AddStringToObject(cJSON_AddObjectToObject(split, "pattern"), "Regex", ds_vocab_pretok_regex(v));
-    cJSON_AddStringToObject(split, "behavior", "Isolated");
-    cJSON_AddBoolToObject(split, "invert", 0);
-    cJSON_AddItemToArray(list, split);
-    cJSON_AddItemToArray(list, byte_level());
-    cJSON_AddItemToObject(root, "post_processor", byte_level());
-    cJSON_AddItemToObject(root, "decoder", byte_level());
-    cJSON *model = cJSON_AddObjectToObject(root, "model");
-    cJSON_AddStringToObject(model, "type", "BPE");
-    cJSON_AddNullToObject(model, "dropout");
-    cJSON_AddNullToObject(model, "unk_token");
-    cJSON_AddStringToObject(model, "continuing_subword_prefix", "");
-    cJSON_AddStringToObject(model, "end_of_word_suffix", "");
-    cJSON_AddBoolToObject(model, "fuse_unk", 0);
-    cJSON_AddBoolToObject(model, "byte_fallback", 0);
-    cJSON_AddBoolToObject(model, "ignore_merges", 0);
-    cJSON *vocab = cJSON_AddObjectToObject(model, "vocab");
+    set(root, "normalizer", json_pack("{s:s}", "type", "NFC"), &bad);
+    json_t *pre = set(root, "pre_tokenizer", json_object(), &bad);
+    set(pre, "type", json_string("Sequence"), &bad);
+    json_t *list = set(pre, "pretokenizers", json_array(), &bad);
+    append(list,
+           json_pack("{s:s, s:{s:s}, s:s, s:b}", "type", "Split", "pattern", "Regex", ds_vocab_pretok_regex(v),
+                     "behavior", "Isolated", "invert", 0),
+           &bad);
+    append(list, byte_level(), &bad);
+    set(root, "post_processor", byte_level(), &bad);
+    set(root, "decoder", byte_level(), &bad);
+    json_t *model = set(root, "model", json_object(), &bad);
+    set(model, "type", json_string("BPE"), &bad);
+    set(model, "dropout", json_null(), &bad);
+    set(model, "unk_token", json_null(), &bad);
+    set(model, "continuing_subword_prefix", json_string(""), &bad);
+    set(model, "end_of_word_suffix", json_string(""), &bad);
+    set(model, "fuse_unk", json_false(), &bad);
+    set(model, "byte_fallback", json_false(), &bad);
+    set(model, "ignore_merges", json_false(), &bad);
+    json_t *vocab = set(model, "vocab", json_object(), &bad);
     for (int i = 0; i < v->n_tokens; i++)
-        if (v->types[i] == DS_TOKEN_NORMAL) cJSON_AddNumberToObject(vocab, v->tokens[i], i);
-    cJSON *merges = cJSON_AddArrayToObject(model, "merges");
-    for (int i = 0; i < v->n_merges; i++) cJSON_AddItemToArray(merges, cJSON_CreateString(v->merges[i]));
-    char *text = cJSON_PrintUnformatted(root);
-    cJSON_Delete(root);
-    if (!text) return ds_fail(e, DS_ENOMEM, "%s: out of memory serialising the tokenizer", path);
+        if (v->types[i] == DS_TOKEN_NORMAL) set(vocab, v->tokens[i], json_integer(i), &bad);
+    json_t *merges = set(model, "merges", json_array(), &bad);
+    for (int i = 0; i < v->n_merges; i++) append(merges, json_string(v->merges[i]), &bad);
+    /* the order of the keys is the order Hugging Face writes them in */
+    char *text = bad ? NULL : json_dumps(root, JSON_COMPACT | JSON_PRESERVE_ORDER);
+    json_decref(root);
+    if (!text) return not_utf8(v, path, e);
     FILE *f = fopen(path, "wb");
     ds_status s = DS_OK;
     if (!f || fputs(text, f) < 0) s = ds_fail(e, DS_EIO, "%s: cannot write", path);

@@ -18,7 +18,7 @@
  * DS_MUTATE_ITERS sets the iterations per format (default 3000), and
  * DS_MUTATE_SEED the seed (default 1). Counts of accepted and rejected files
  * are printed as '#' lines. */
-#include <cjson/cJSON.h>
+#include <jansson.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdint.h>
@@ -459,16 +459,17 @@ static int load_hf_target(hf_target *h, const char *dir) {
         path_in(h, "model.safetensors", h->shards[0].path, sizeof h->shards[0].path);
         h->n_shards = 1;
     } else {
-        cJSON *root = cJSON_Parse(h->index);
-        const cJSON *map = cJSON_GetObjectItemCaseSensitive(root, "weight_map");
-        for (const cJSON *it = map ? map->child : NULL; it; it = it->next) {
+        json_t *root = json_loads(h->index, 0, NULL);
+        const char *key;
+        json_t *it;
+        json_object_foreach(json_object_get(root, "weight_map"), key, it) {
             char sp[1000];
-            path_in(h, it->valuestring, sp, sizeof sp);
+            path_in(h, json_string_value(it), sp, sizeof sp);
             int seen = 0;
             for (int i = 0; i < h->n_shards; i++) seen |= strcmp(h->shards[i].path, sp) == 0;
             if (!seen && h->n_shards < 64) snprintf(h->shards[h->n_shards++].path, sizeof h->shards[0].path, "%s", sp);
         }
-        cJSON_Delete(root);
+        json_decref(root);
     }
     for (int i = 0; i < h->n_shards; i++)
         if (repad_shard(&h->shards[i]) != 0) return -1;
@@ -483,36 +484,41 @@ static void free_hf_target(hf_target *h) {
 }
 
 /* Sets obj[key] = val, replacing or adding; val is consumed either way. */
-static void put(cJSON *obj, const char *key, cJSON *val) {
-    if (!cJSON_IsObject(obj)) {
-        cJSON_Delete(val);
+static void put(json_t *obj, const char *key, json_t *val) {
+    if (!json_is_object(obj)) {
+        json_decref(val);
         return;
     }
-    if (cJSON_GetObjectItemCaseSensitive(obj, key)) cJSON_ReplaceItemInObjectCaseSensitive(obj, key, val);
-    else cJSON_AddItemToObject(obj, key, val);
+    json_object_set_new(obj, key, val);
 }
 
-static cJSON *random_value(void) {
+/* a number as a file would write it: whole values as integers */
+static json_t *number(double d) {
+    return d == (double)(json_int_t)d && d > -0x1p62 && d < 0x1p62 ? json_integer((json_int_t)d) : json_real(d);
+}
+
+static json_t *random_value(void) {
     switch (rn(12)) {
-    case 0: return cJSON_CreateNumber(0);
-    case 1: return cJSON_CreateNumber(-1);
-    case 2: return cJSON_CreateNumber(1.5);
-    case 3: return cJSON_CreateNumber(1e12);
-    case 4: return cJSON_CreateNumber(1e300);
-    case 5: return cJSON_CreateString("x");
-    case 6: return cJSON_CreateNull();
-    case 7: return cJSON_CreateTrue();
-    case 8: return cJSON_CreateArray();
-    case 9: return cJSON_CreateObject();
-    case 10: return cJSON_CreateNumber((double)rn(5000));
-    default: return cJSON_CreateNumber(2147483648.0);
+    case 0: return json_integer(0);
+    case 1: return json_integer(-1);
+    case 2: return json_real(1.5);
+    case 3: return json_integer(1000000000000);
+    case 4: return json_real(1e300);
+    case 5: return json_string("x");
+    case 6: return json_null();
+    case 7: return json_true();
+    case 8: return json_array();
+    case 9: return json_object();
+    case 10: return json_integer((json_int_t)rn(5000));
+    default: return json_integer(2147483648);
     }
 }
 
-static cJSON *nth_child(cJSON *obj, int n) {
-    cJSON *c = obj ? obj->child : NULL;
-    while (c && n-- > 0) c = c->next;
-    return c;
+/* The key of obj's n-th member, or NULL. */
+static const char *nth_key(json_t *obj, int n) {
+    void *it = json_is_object(obj) ? json_object_iter(obj) : NULL;
+    while (it && n-- > 0) it = json_object_iter_next(obj, it);
+    return it ? json_object_iter_key(it) : NULL;
 }
 
 static double num_mutated(double v) {
@@ -528,48 +534,59 @@ static double num_mutated(double v) {
     }
 }
 
-/* A change to a number, somewhere inside item (a number, or an array/object holding some). */
-static void mutate_numbers(cJSON *item) {
-    if (cJSON_IsNumber(item)) {
-        cJSON_SetNumberValue(item, num_mutated(item->valuedouble));
-        return;
+/* A copy of item with a number changed somewhere inside (a number, or an
+ * array/object holding some); jansson numbers are not changed in place. */
+static json_t *mutate_numbers(json_t *item) {
+    if (json_is_number(item)) return number(num_mutated(json_number_value(item)));
+    json_t *c = json_deep_copy(item);
+    if (json_is_array(c) && json_array_size(c) > 0) {
+        size_t i = (size_t)rn(json_array_size(c));
+        json_array_set_new(c, i, mutate_numbers(json_array_get(c, i)));
+    } else if (json_is_object(c) && json_object_size(c) > 0) {
+        const char *k = nth_key(c, (int)rn(json_object_size(c)));
+        json_object_set_new(c, k, mutate_numbers(json_object_get(c, k)));
     }
-    int n = cJSON_GetArraySize(item);
-    if (n > 0) mutate_numbers(cJSON_GetArrayItem(item, (int)rn((uint64_t)n)));
+    return c;
 }
 
-/* Valid-JSON mutations of a safetensors header. */
-static void mutate_st_json(cJSON *hdr) {
-    int n = cJSON_GetArraySize(hdr);
-    cJSON *t = nth_child(hdr, (int)rn((uint64_t)n));
-    if (!t || !t->string) return;
+/* Valid-JSON mutations of a safetensors header. A second copy of a key cannot
+ * live in a jansson object, so that one is returned as text ("," "\"name\":{...}")
+ * in *dup for the writer to splice in before the closing brace. */
+static void mutate_st_json(json_t *hdr, char **dup) {
+    int n = (int)json_object_size(hdr);
+    const char *tk = nth_key(hdr, (int)rn((uint64_t)n));
+    if (!tk) return;
+    char tname[300];
+    snprintf(tname, sizeof tname, "%s", tk);
+    json_t *t = json_object_get(hdr, tname);
     static const char *const dtypes[] = {"F32", "F16", "BF16", "F64", "I64", "U8", "BOOL", "F8_E4M3", "X", "", "bf16"};
     switch (rn(14)) {
     case 0:
-        put(t, "dtype", rn(6) ? cJSON_CreateString(dtypes[rn(11)]) : random_value());
+        put(t, "dtype", rn(6) ? json_string(dtypes[rn(11)]) : random_value());
         break;
     case 1:
     case 2: { /* a shape element */
-        cJSON *sh = cJSON_GetObjectItemCaseSensitive(t, "shape");
-        if (cJSON_GetArraySize(sh) > 0 && rn(3)) mutate_numbers(sh);
-        else if (sh && rn(2)) cJSON_AddItemToArray(sh, cJSON_CreateNumber((double)rn(3)));
-        else if (cJSON_GetArraySize(sh) > 0) cJSON_DeleteItemFromArray(sh, 0);
+        json_t *sh = json_object_get(t, "shape");
+        if (json_array_size(sh) > 0 && rn(3)) put(t, "shape", mutate_numbers(sh));
+        else if (sh && rn(2)) json_array_append_new(sh, json_integer((json_int_t)rn(3)));
+        else if (json_array_size(sh) > 0) json_array_remove(sh, 0);
         break;
     }
     case 3:
-    case 4: /* an offset */
-        mutate_numbers(cJSON_GetObjectItemCaseSensitive(t, "data_offsets"));
+    case 4: { /* an offset */
+        json_t *offs = json_object_get(t, "data_offsets");
+        if (offs) put(t, "data_offsets", mutate_numbers(offs));
         break;
+    }
     case 5: { /* offsets of another tensor: aliasing */
-        cJSON *o = nth_child(hdr, (int)rn((uint64_t)n));
-        cJSON *offs = o ? cJSON_GetObjectItemCaseSensitive(o, "data_offsets") : NULL;
-        if (offs) put(t, "data_offsets", cJSON_Duplicate(offs, 1));
+        json_t *offs = json_object_get(json_object_get(hdr, nth_key(hdr, (int)rn((uint64_t)n))), "data_offsets");
+        if (offs) put(t, "data_offsets", json_deep_copy(offs));
         break;
     }
     case 6: { /* drop a key, or the tensor */
         static const char *const keys[] = {"dtype", "shape", "data_offsets"};
-        if (rn(4)) cJSON_DeleteItemFromObjectCaseSensitive(t, keys[rn(3)]);
-        else cJSON_DeleteItemFromObjectCaseSensitive(hdr, t->string);
+        if (rn(4)) json_object_del(t, keys[rn(3)]); /* (-1 for a t that is not an object) */
+        else json_object_del(hdr, tname);
         break;
     }
     case 7: { /* a key of the wrong type */
@@ -580,13 +597,13 @@ static void mutate_st_json(cJSON *hdr) {
     case 8:
     case 9: { /* rename: another tensor's name, another layer or expert, MTP, vision, garbage */
         char name[300];
-        snprintf(name, sizeof name, "%s", t->string);
+        snprintf(name, sizeof name, "%s", tname);
         char *dig = strpbrk(name, "0123456789");
         static const char *const repl[] = {"-1", "999", "1", "0", "2147483648", "7", "03"};
         switch (rn(5)) {
         case 0: {
-            cJSON *o = nth_child(hdr, (int)rn((uint64_t)n));
-            if (o && o->string) snprintf(name, sizeof name, "%s", o->string);
+            const char *o = nth_key(hdr, (int)rn((uint64_t)n));
+            if (o) snprintf(name, sizeof name, "%s", o);
             break;
         }
         case 1:
@@ -598,36 +615,42 @@ static void mutate_st_json(cJSON *hdr) {
             }
             break;
         case 2: snprintf(name, sizeof name, "mtp.layers.%d.input_layernorm.weight", (int)rn(3)); break;
-        case 3: snprintf(name, sizeof name, "model.visual.%s", t->string); break;
+        case 3: snprintf(name, sizeof name, "model.visual.%.280s", tname); break;
         default: name[rn(strlen(name) + 1)] = (char)"._x9"[rn(4)]; break;
         }
-        cJSON *it = cJSON_DetachItemViaPointer(hdr, t);
-        cJSON_AddItemToObject(hdr, name, it);
+        json_incref(t);
+        json_object_del(hdr, tname);
+        json_object_set_new(hdr, name, t); /* (onto another tensor's name: that one is replaced) */
         break;
     }
-    case 10: { /* the same entry twice under another name */
-        cJSON *o = nth_child(hdr, (int)rn((uint64_t)n));
-        if (o && o->string) cJSON_AddItemToObject(hdr, o->string, cJSON_Duplicate(t, 1));
+    case 10: { /* the same entry twice: a duplicate key in the text */
+        const char *o = nth_key(hdr, (int)rn((uint64_t)n));
+        char *body = o ? json_dumps(t, JSON_COMPACT | JSON_ENCODE_ANY | JSON_PRESERVE_ORDER) : NULL;
+        json_t *key = o ? json_string(o) : NULL;
+        char *qkey = key ? json_dumps(key, JSON_ENCODE_ANY) : NULL;
+        if (body && qkey && !*dup && (*dup = malloc(strlen(qkey) + strlen(body) + 3)))
+            sprintf(*dup, ",%s:%s", qkey, body);
+        free(body);
+        free(qkey);
+        json_decref(key);
         break;
     }
     case 11: /* metadata of another shape */
         put(hdr, "__metadata__", random_value());
         break;
     case 12: { /* shape and offsets consistent, but not what the config implies */
-        cJSON *sh = cJSON_GetObjectItemCaseSensitive(t, "shape");
-        int k = cJSON_GetArraySize(sh);
-        if (k >= 2) {
-            cJSON *a = cJSON_GetArrayItem(sh, 0), *b = cJSON_GetArrayItem(sh, 1);
-            double x = a->valuedouble;
-            cJSON_SetNumberValue(a, b->valuedouble);
-            cJSON_SetNumberValue(b, x);
+        json_t *sh = json_object_get(t, "shape");
+        if (json_array_size(sh) >= 2) {
+            json_t *a = json_incref(json_array_get(sh, 0));
+            json_array_set(sh, 0, json_array_get(sh, 1));
+            json_array_set_new(sh, 1, a);
         }
         break;
     }
     default: /* a different entry replaced by this one */
         if (n > 1) {
-            cJSON *o = nth_child(hdr, (int)rn((uint64_t)n));
-            if (o && o != t && o->string) put(hdr, o->string, cJSON_Duplicate(t, 1));
+            const char *o = nth_key(hdr, (int)rn((uint64_t)n));
+            if (o && strcmp(o, tname) != 0) put(hdr, o, json_deep_copy(t));
         }
         break;
     }
@@ -657,22 +680,26 @@ static int mutate_shard(shard *s) {
         return pwrite_at(s->path, at, &c, 1);
     }
     /* valid JSON with something changed */
-    cJSON *hdr = cJSON_ParseWithLength((const char *)s->orig + 8, s->hlen);
+    json_t *hdr = json_loadb((const char *)s->orig + 8, s->hlen, 0, NULL);
     if (!hdr) return -1;
     int n_mut = 1 + (rn(4) == 0);
-    for (int k = 0; k < n_mut; k++) mutate_st_json(hdr);
-    char *js = cJSON_PrintUnformatted(hdr);
-    cJSON_Delete(hdr);
-    size_t jl = strlen(js);
+    char *dup = NULL;
+    for (int k = 0; k < n_mut; k++) mutate_st_json(hdr, &dup);
+    char *js = json_dumps(hdr, JSON_COMPACT | JSON_PRESERVE_ORDER);
+    json_decref(hdr);
+    size_t jl = js ? strlen(js) : 0, dl = dup ? strlen(dup) : 0;
     int rc = -1;
-    if (jl <= s->hlen) {
+    if (jl >= 2 && jl + dl <= s->hlen) {
         char *buf = malloc(s->hlen);
-        memcpy(buf, js, jl);
-        memset(buf + jl, ' ', s->hlen - jl);
+        memcpy(buf, js, jl - 1); /* the duplicate goes before the closing brace */
+        if (dl) memcpy(buf + jl - 1, dup, dl);
+        buf[jl - 1 + dl] = '}';
+        memset(buf + jl + dl, ' ', s->hlen - jl - dl);
         rc = pwrite_at(s->path, 8, buf, s->hlen);
         free(buf);
     }
     free(js);
+    free(dup);
     return rc;
 }
 
@@ -687,57 +714,59 @@ static char *mutate_config_text(const char *orig, int is_config) {
         else t[rn(n)] = "\"{}[],:01-. x"[rn(13)];
         return t;
     }
-    cJSON *root = cJSON_Parse(orig);
-    cJSON *text = cJSON_GetObjectItemCaseSensitive(root, "text_config");
-    cJSON *obj = text && rn(4) ? text : root;
-    int n = cJSON_GetArraySize(obj);
-    cJSON *f = nth_child(obj, (int)rn((uint64_t)n));
-    if (f && f->string) {
+    json_t *root = json_loads(orig, 0, NULL);
+    json_t *text = json_object_get(root, "text_config");
+    json_t *obj = text && rn(4) ? text : root;
+    int n = (int)json_object_size(obj);
+    const char *fk = nth_key(obj, (int)rn((uint64_t)n));
+    char key[300];
+    snprintf(key, sizeof key, "%s", fk ? fk : "");
+    json_t *f = fk ? json_object_get(obj, key) : NULL;
+    if (f) {
         switch (rn(is_config ? 10 : 6)) {
-        case 0: cJSON_DeleteItemFromObjectCaseSensitive(obj, f->string); break;
+        case 0: json_object_del(obj, key); break;
         case 1:
-        case 2: put(obj, f->string, random_value()); break;
+        case 2: put(obj, key, random_value()); break;
         case 3:
-        case 4: mutate_numbers(f); break;
+        case 4: put(obj, key, mutate_numbers(f)); break;
         case 5: /* a string field gets another known value */
-            if (cJSON_IsString(f)) {
+            if (json_is_string(f)) {
                 static const char *const vals[] = {"qwen3", "qwen3_5", "qwen3_5_moe", "qwen3_5_text", "llama", "",
                                                    "full_attention", "linear_attention"};
-                put(obj, f->string, cJSON_CreateString(vals[rn(8)]));
+                put(obj, key, json_string(vals[rn(8)]));
             } else {
-                mutate_numbers(f);
+                put(obj, key, mutate_numbers(f));
             }
             break;
         case 6:
         case 7: /* the field at the other level too, with the same or a changed value */
             if (text && obj == text) {
-                cJSON *d = cJSON_Duplicate(f, 1);
-                if (rn(3)) mutate_numbers(d);
-                cJSON_DeleteItemFromObjectCaseSensitive(root, f->string);
-                cJSON_AddItemToObject(root, f->string, d);
+                json_t *d = rn(3) ? mutate_numbers(f) : json_deep_copy(f);
+                json_object_del(root, key);
+                json_object_set_new(root, key, d);
             } else if (text) {
                 put(root, "text_config", random_value());
             }
             break;
         default: { /* layer_types: wrong length, wrong entries */
-            cJSON *lt = cJSON_GetObjectItemCaseSensitive(text ? text : root, "layer_types");
-            int k = cJSON_GetArraySize(lt);
-            if (lt && k > 0) {
+            json_t *lt = json_object_get(text ? text : root, "layer_types");
+            size_t k = json_array_size(lt);
+            if (k > 0) {
                 switch (rn(4)) {
-                case 0: cJSON_DeleteItemFromArray(lt, (int)rn((uint64_t)k)); break;
-                case 1: cJSON_AddItemToArray(lt, cJSON_CreateString("linear_attention")); break;
-                case 2: cJSON_ReplaceItemInArray(lt, (int)rn((uint64_t)k), cJSON_CreateString(rn(2) ? "full_attention" : "mamba")); break;
-                default: cJSON_ReplaceItemInArray(lt, (int)rn((uint64_t)k), random_value()); break;
+                case 0: json_array_remove(lt, (size_t)rn(k)); break;
+                case 1: json_array_append_new(lt, json_string("linear_attention")); break;
+                case 2: json_array_set_new(lt, (size_t)rn(k), json_string(rn(2) ? "full_attention" : "mamba")); break;
+                default: json_array_set_new(lt, (size_t)rn(k), random_value()); break;
                 }
             } else {
-                cJSON_DeleteItemFromObjectCaseSensitive(obj, f->string);
+                json_object_del(obj, key);
             }
             break;
         }
         }
     }
-    char *out = cJSON_Print(root);
-    cJSON_Delete(root);
+    char *out = json_dumps(root, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
+    json_decref(root);
     return out;
 }
 
@@ -747,28 +776,37 @@ static char *mutate_index_text(const char *orig) {
         t[rn(strlen(t))] = "\"{}[],:01-. x/"[rn(14)];
         return t;
     }
-    cJSON *root = cJSON_Parse(orig);
-    cJSON *map = cJSON_GetObjectItemCaseSensitive(root, "weight_map");
-    int n = cJSON_GetArraySize(map);
-    cJSON *e = nth_child(map, (int)rn((uint64_t)n));
+    json_t *root = json_loads(orig, 0, NULL);
+    json_t *map = json_object_get(root, "weight_map");
+    int n = (int)json_object_size(map);
+    const char *ek = nth_key(map, (int)rn((uint64_t)n));
+    char e[300];
+    snprintf(e, sizeof e, "%s", ek ? ek : "");
+    const char *efile = ek ? json_string_value(json_object_get(map, e)) : NULL;
     static const char *const files[] = {"model-00099-of-00099.safetensors", "../model.safetensors", "", ".hidden",
                                         "config.json", "a/b.safetensors", "model.safetensors"};
     switch (rn(8)) {
-    case 0: if (e) cJSON_DeleteItemFromObjectCaseSensitive(map, e->string); break;
+    case 0: if (ek) json_object_del(map, e); break;
     case 1: { /* another shard's file */
-        cJSON *o = nth_child(map, (int)rn((uint64_t)n));
-        if (e && o) put(map, e->string, cJSON_CreateString(o->valuestring));
+        const char *o = nth_key(map, (int)rn((uint64_t)n));
+        json_t *of = o ? json_deep_copy(json_object_get(map, o)) : NULL;
+        if (ek && of) put(map, e, of);
+        else json_decref(of);
         break;
     }
-    case 2: if (e) put(map, e->string, cJSON_CreateString(files[rn(7)])); break;
-    case 3: if (e) put(map, e->string, random_value()); break;
-    case 4: cJSON_AddStringToObject(map, "model.language_model.layers.0.no_such.weight", e ? e->valuestring : "x"); break;
+    case 2: if (ek) put(map, e, json_string(files[rn(7)])); break;
+    case 3: if (ek) put(map, e, random_value()); break;
+    case 4: put(map, "model.language_model.layers.0.no_such.weight", json_string(efile ? efile : "x")); break;
     case 5: put(root, "weight_map", random_value()); break;
-    case 6: cJSON_DeleteItemFromObjectCaseSensitive(root, "weight_map"); break;
-    default: mutate_numbers(cJSON_GetObjectItemCaseSensitive(root, "metadata")); break;
+    case 6: json_object_del(root, "weight_map"); break;
+    default: {
+        json_t *meta = json_object_get(root, "metadata");
+        if (meta) put(root, "metadata", mutate_numbers(meta));
+        break;
     }
-    char *out = cJSON_Print(root);
-    cJSON_Delete(root);
+    }
+    char *out = json_dumps(root, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
+    json_decref(root);
     return out;
 }
 

@@ -12,7 +12,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include <cjson/cJSON.h>
+#include <jansson.h>
 
 #include "loading/model_file.h"
 #include "loading/model_make.h"
@@ -360,7 +360,7 @@ static int spit(const char *path, const void *p, size_t n) {
     return (fclose(f) != 0 || bad) ? -1 : 0;
 }
 
-typedef void (*header_edit)(cJSON *hdr);
+typedef void (*header_edit)(json_t *hdr);
 
 /* Copies model dir `src` to `dst` with model.safetensors's header edited. */
 static int copy_model_edited(const char *src, const char *dst, header_edit edit) {
@@ -384,14 +384,14 @@ static int copy_model_edited(const char *src, const char *dst, header_edit edit)
     if (!file) return -1;
     uint64_t hlen;
     memcpy(&hlen, file, 8);
-    cJSON *hdr = cJSON_ParseWithLength(file + 8, (size_t)hlen);
+    json_t *hdr = json_loadb(file + 8, (size_t)hlen, 0, NULL);
     if (!hdr) {
         free(file);
         return -1;
     }
     edit(hdr);
-    char *js = cJSON_PrintUnformatted(hdr);
-    cJSON_Delete(hdr);
+    char *js = json_dumps(hdr, JSON_COMPACT | JSON_PRESERVE_ORDER);
+    json_decref(hdr);
     size_t jl = strlen(js), padded = (jl + 7) / 8 * 8;
     size_t out_n = 8 + padded + (n - 8 - (size_t)hlen);
     char *out = malloc(out_n);
@@ -408,102 +408,103 @@ static int copy_model_edited(const char *src, const char *dst, header_edit edit)
     return rc;
 }
 
-static void rename_key(cJSON *hdr, const char *from, const char *to) {
-    cJSON *it = cJSON_DetachItemFromObjectCaseSensitive(hdr, from);
+static void rename_key(json_t *hdr, const char *from, const char *to) {
+    json_t *it = json_incref(json_object_get(hdr, from));
     if (!it) {
         fprintf(stderr, "no tensor %s\n", from);
         abort();
     }
-    cJSON_AddItemToObject(hdr, to, it);
+    json_object_del(hdr, from);
+    json_object_set_new(hdr, to, it);
 }
 
-static void set_shape(cJSON *hdr, const char *name, int n, const int *dims) {
-    cJSON *it = cJSON_GetObjectItemCaseSensitive(hdr, name);
+static json_t *int_array(const int *v, int n) {
+    json_t *a = json_array();
+    for (int i = 0; i < n; i++) json_array_append_new(a, json_integer(v[i]));
+    return a;
+}
+
+static void set_shape(json_t *hdr, const char *name, int n, const int *dims) {
+    json_t *it = json_object_get(hdr, name);
     if (!it) {
         fprintf(stderr, "no tensor %s\n", name);
         abort();
     }
-    cJSON_ReplaceItemInObjectCaseSensitive(it, "shape", cJSON_CreateIntArray(dims, n));
+    json_object_set_new(it, "shape", int_array(dims, n));
 }
 
 #define LM "model.language_model."
 #define EXP(e, proj) LM "layers.0.mlp.experts." #e "." proj ".weight"
-static void ed_neg_expert(cJSON *h) { rename_key(h, EXP(3, "gate_proj"), EXP(-1, "gate_proj")); }
-static void ed_big_expert(cJSON *h) { rename_key(h, EXP(3, "up_proj"), EXP(8, "up_proj")); }
-static void ed_huge_expert(cJSON *h) { rename_key(h, EXP(3, "up_proj"), EXP(99999999999, "up_proj")); }
-static void ed_dup_expert(cJSON *h) { rename_key(h, EXP(4, "down_proj"), LM "layers.0.mlp.experts.03.down_proj.weight"); }
-static void ed_drop_expert(cJSON *h) { cJSON_DeleteItemFromObjectCaseSensitive(h, EXP(5, "down_proj")); }
-static void ed_expert_shape(cJSON *h) {
+static void ed_neg_expert(json_t *h) { rename_key(h, EXP(3, "gate_proj"), EXP(-1, "gate_proj")); }
+static void ed_big_expert(json_t *h) { rename_key(h, EXP(3, "up_proj"), EXP(8, "up_proj")); }
+static void ed_huge_expert(json_t *h) { rename_key(h, EXP(3, "up_proj"), EXP(99999999999, "up_proj")); }
+static void ed_dup_expert(json_t *h) { rename_key(h, EXP(4, "down_proj"), LM "layers.0.mlp.experts.03.down_proj.weight"); }
+static void ed_drop_expert(json_t *h) { json_object_del(h, EXP(5, "down_proj")); }
+static void ed_expert_shape(json_t *h) {
     static const int dims[2] = {128, 512};
     set_shape(h, EXP(2, "gate_proj"), 2, dims);
 }
-static void ed_expert_3d(cJSON *h) {
+static void ed_expert_3d(json_t *h) {
     static const int dims[3] = {1, 256, 256};
     set_shape(h, EXP(2, "gate_proj"), 3, dims);
 }
-static void ed_expert_dtype(cJSON *h) {
-    cJSON_ReplaceItemInObjectCaseSensitive(cJSON_GetObjectItemCaseSensitive(h, EXP(4, "up_proj")), "dtype",
-                                           cJSON_CreateString("F16"));
+static void ed_expert_dtype(json_t *h) {
+    json_object_set_new(json_object_get(h, EXP(4, "up_proj")), "dtype", json_string("F16"));
 }
-static void ed_expert_bad_layer(cJSON *h) { rename_key(h, EXP(4, "up_proj"), LM "layers.1.mlp.experts.4.up_proj.weight"); }
-static void ed_gate_up_odd(cJSON *h) {
+static void ed_expert_bad_layer(json_t *h) { rename_key(h, EXP(4, "up_proj"), LM "layers.1.mlp.experts.4.up_proj.weight"); }
+static void ed_gate_up_odd(json_t *h) {
     static const int dims[3] = {4096, 1, 256};
     set_shape(h, LM "layers.0.mlp.experts.gate_up_proj", 3, dims);
 }
-static void ed_gate_up_2d(cJSON *h) {
+static void ed_gate_up_2d(json_t *h) {
     static const int dims[2] = {4096, 256};
     set_shape(h, LM "layers.0.mlp.experts.gate_up_proj", 2, dims);
 }
-static void ed_conv_2d(cJSON *h) {
+static void ed_conv_2d(json_t *h) {
     static const int dims[2] = {256, 4};
     set_shape(h, LM "layers.0.linear_attn.conv1d.weight", 2, dims);
 }
-static void ed_conv_mid(cJSON *h) {
+static void ed_conv_mid(json_t *h) {
     static const int dims[3] = {128, 2, 4};
     set_shape(h, LM "layers.0.linear_attn.conv1d.weight", 3, dims);
 }
-static void ed_layer_range(cJSON *h) {
+static void ed_layer_range(json_t *h) {
     rename_key(h, LM "layers.0.input_layernorm.weight", LM "layers.7.input_layernorm.weight");
 }
-static void ed_layer_neg(cJSON *h) {
+static void ed_layer_neg(json_t *h) {
     rename_key(h, LM "layers.0.input_layernorm.weight", LM "layers.-2.input_layernorm.weight");
 }
-static void ed_mtp_layer1(cJSON *h) { rename_key(h, "mtp.layers.0.input_layernorm.weight", "mtp.layers.1.input_layernorm.weight"); }
-static void ed_dtype_i64(cJSON *h) {
-    cJSON_ReplaceItemInObjectCaseSensitive(cJSON_GetObjectItemCaseSensitive(h, LM "layers.0.linear_attn.dt_bias"), "dtype",
-                                           cJSON_CreateString("I16"));
+static void ed_mtp_layer1(json_t *h) { rename_key(h, "mtp.layers.0.input_layernorm.weight", "mtp.layers.1.input_layernorm.weight"); }
+static void ed_dtype_i64(json_t *h) {
+    json_object_set_new(json_object_get(h, LM "layers.0.linear_attn.dt_bias"), "dtype", json_string("I16"));
 }
-static void ed_norm_2d(cJSON *h) {
+static void ed_norm_2d(json_t *h) {
     static const int dims[2] = {128, 2};
     set_shape(h, LM "norm.weight", 2, dims);
 }
-static void ed_missing(cJSON *h) { cJSON_DeleteItemFromObjectCaseSensitive(h, LM "layers.0.linear_attn.out_proj.weight"); }
-static void ed_extras(cJSON *h) {
+static void ed_missing(json_t *h) { json_object_del(h, LM "layers.0.linear_attn.out_proj.weight"); }
+static void ed_extras(json_t *h) {
     /* vision tensors (any dtype), unknown language-model tensors and an unused MTP name are ignored */
-    cJSON *emb = cJSON_GetObjectItemCaseSensitive(h, LM "embed_tokens.weight");
-    cJSON *v = cJSON_Duplicate(emb, 1);
-    cJSON_ReplaceItemInObjectCaseSensitive(v, "dtype", cJSON_CreateString("U8"));
-    const cJSON *offs = cJSON_GetObjectItemCaseSensitive(v, "data_offsets");
-    double b = cJSON_GetArrayItem(offs, 0)->valuedouble;
-    cJSON_ReplaceItemInObjectCaseSensitive(v, "shape", cJSON_CreateIntArray((const int[]){4}, 1));
-    cJSON *no = cJSON_CreateArray();
-    cJSON_AddItemToArray(no, cJSON_CreateNumber(b));
-    cJSON_AddItemToArray(no, cJSON_CreateNumber(b));
-    cJSON_ReplaceItemInObjectCaseSensitive(v, "data_offsets", no);
-    cJSON *w = cJSON_Duplicate(v, 1);
-    cJSON *x = cJSON_Duplicate(v, 1);
-    cJSON *y = cJSON_Duplicate(v, 1);
-    cJSON_ReplaceItemInObjectCaseSensitive(v, "shape", cJSON_CreateIntArray((const int[]){0}, 1));
-    cJSON_ReplaceItemInObjectCaseSensitive(w, "shape", cJSON_CreateIntArray((const int[]){0}, 1));
-    cJSON_ReplaceItemInObjectCaseSensitive(w, "dtype", cJSON_CreateString("F32"));
-    cJSON_ReplaceItemInObjectCaseSensitive(x, "shape", cJSON_CreateIntArray((const int[]){0}, 1));
-    cJSON_ReplaceItemInObjectCaseSensitive(x, "dtype", cJSON_CreateString("F32"));
-    cJSON_ReplaceItemInObjectCaseSensitive(y, "shape", cJSON_CreateIntArray((const int[]){0}, 1));
-    cJSON_ReplaceItemInObjectCaseSensitive(y, "dtype", cJSON_CreateString("F32"));
-    cJSON_AddItemToObject(h, "model.visual.blocks.0.attn.qkv.weight", v);
-    cJSON_AddItemToObject(h, LM "rotary_emb.inv_freq", w);
-    cJSON_AddItemToObject(h, LM "layers.0.self_attn.rotary_emb.inv_freq", x);
-    cJSON_AddItemToObject(h, "some.other.tensor", y);
+    json_t *emb = json_object_get(h, LM "embed_tokens.weight");
+    json_t *v = json_deep_copy(emb);
+    json_object_set_new(v, "dtype", json_string("U8"));
+    json_int_t b = json_integer_value(json_array_get(json_object_get(v, "data_offsets"), 0));
+    json_object_set_new(v, "shape", int_array((const int[]){4}, 1));
+    json_object_set_new(v, "data_offsets", json_pack("[I, I]", b, b));
+    json_t *w = json_deep_copy(v);
+    json_t *x = json_deep_copy(v);
+    json_t *y = json_deep_copy(v);
+    json_object_set_new(v, "shape", int_array((const int[]){0}, 1));
+    json_object_set_new(w, "shape", int_array((const int[]){0}, 1));
+    json_object_set_new(w, "dtype", json_string("F32"));
+    json_object_set_new(x, "shape", int_array((const int[]){0}, 1));
+    json_object_set_new(x, "dtype", json_string("F32"));
+    json_object_set_new(y, "shape", int_array((const int[]){0}, 1));
+    json_object_set_new(y, "dtype", json_string("F32"));
+    json_object_set_new(h, "model.visual.blocks.0.attn.qkv.weight", v);
+    json_object_set_new(h, LM "rotary_emb.inv_freq", w);
+    json_object_set_new(h, LM "layers.0.self_attn.rotary_emb.inv_freq", x);
+    json_object_set_new(h, "some.other.tensor", y);
 }
 
 typedef struct {
@@ -681,29 +682,28 @@ static void test_hf_config_fields(void) {
         } else {
             size_t n;
             char *text = slurp(path, &n);
-            cJSON *root = cJSON_Parse(text);
+            json_t *root = json_loads(text, 0, NULL);
             free(text);
             REQUIRE(root, "parse %s", path);
-            cJSON *obj = !strcmp(c->where, "text") ? cJSON_GetObjectItemCaseSensitive(root, "text_config") : root;
+            json_t *obj = !strcmp(c->where, "text") ? json_object_get(root, "text_config") : root;
             char key[64];
             snprintf(key, sizeof key, "%s", c->key);
             char *dot = strchr(key, '.');
             if (dot) {
                 *dot = 0;
-                obj = cJSON_GetObjectItemCaseSensitive(obj, key);
+                obj = json_object_get(obj, key);
                 memmove(key, dot + 1, strlen(dot + 1) + 1);
             }
             REQUIRE(obj, "%s: no object for %s", c->name, c->key);
-            cJSON_DeleteItemFromObjectCaseSensitive(obj, key);
-            if (!strcmp(c->where, "both"))
-                cJSON_DeleteItemFromObjectCaseSensitive(cJSON_GetObjectItemCaseSensitive(root, "text_config"), key);
+            json_object_del(obj, key);
+            if (!strcmp(c->where, "both")) json_object_del(json_object_get(root, "text_config"), key);
             if (c->value) {
-                cJSON *v = cJSON_Parse(c->value);
+                json_t *v = json_loads(c->value, JSON_DECODE_ANY, NULL);
                 REQUIRE(v, "%s: bad value", c->name);
-                cJSON_AddItemToObject(obj, key, v);
+                json_object_set_new(obj, key, v);
             }
-            char *out = cJSON_Print(root);
-            cJSON_Delete(root);
+            char *out = json_dumps(root, JSON_INDENT(1) | JSON_PRESERVE_ORDER);
+            json_decref(root);
             spit(path, out, strlen(out));
             free(out);
         }

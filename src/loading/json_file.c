@@ -18,16 +18,27 @@ ds_status ds_json_text_parse(const char *text, size_t len, size_t flags, const c
         return DS_OK;
     }
     if (json_error_code(&je) == json_error_out_of_memory) return ds_fail(e, DS_ENOMEM, "%s: out of memory parsing JSON", name);
-    /* jansson's position counts the bytes it read, up to the end of the offending token */
-    size_t at = base + (size_t)(je.position > 0 ? je.position : 0);
+    /* jansson's position and column count up to the end of the offending token,
+     * which it quotes as "near '<token>'": step back to where the token starts */
+    size_t at = (size_t)(je.position > 0 ? je.position : 0);
+    int col = je.column;
+    const char *tok = strstr(je.text, " near '");
+    size_t tlen = tok ? strlen(tok + 7) : 0;
+    if (tlen >= 1 && tok[7 + tlen - 1] == '\'' && tlen - 1 <= at) {
+        at -= tlen - 1;
+        int ascii = 1;
+        for (size_t i = 0; i < tlen - 1; i++) ascii &= (unsigned char)tok[7 + i] < 0x80;
+        if (ascii && (int)(tlen - 1) <= col) col -= (int)(tlen - 1) - 1; /* (columns count from 1) */
+    }
+    at += base;
     /* jansson names the key as "near '\"key\"'": quote it the way the other messages do */
     const char *near = strstr(je.text, " near '\"");
     size_t klen = near ? strlen(near + 8) : 0;
     if (json_error_code(&je) == json_error_duplicate_key && klen >= 2 && !strcmp(near + 8 + klen - 2, "\"'"))
-        return ds_fail(e, DS_ECORRUPT, "%s: key '%.*s' appears twice in one object, near byte %zu (line %d, column %d)",
-                       name, (int)(klen - 2), near + 8, at, je.line, je.column);
-    return ds_fail(e, DS_ECORRUPT, "%s: not valid JSON near byte %zu (line %d, column %d): %s", name, at, je.line,
-                   je.column, je.text);
+        return ds_fail(e, DS_ECORRUPT, "%s: key '%.*s' appears twice in one object, at byte %zu (line %d, column %d)",
+                       name, (int)(klen - 2), near + 8, at, je.line, col);
+    return ds_fail(e, DS_ECORRUPT, "%s: not valid JSON at byte %zu (line %d, column %d): %s", name, at, je.line, col,
+                   je.text);
 }
 
 ds_status ds_json_file_read(const char *path, size_t max_bytes, int optional, json_t **out, ds_err *e) {

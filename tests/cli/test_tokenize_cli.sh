@@ -82,6 +82,26 @@ detok_json() {
 }
 check detokenize_json detok_json
 
+# a "\u0000" in a --jsonl-in text is a NUL byte like hex 00, not the end of the text
+nul_in_jsonl_text() {
+    printf '{"text":"a\\u0000b"}\n{"hex":"610062"}\n' >"$work/nul.jsonl"
+    ds tokenize -m "$gguf" --jsonl-in "$work/nul.jsonl" >"$work/nul.out" &&
+        /usr/bin/python3 -c 'import json,sys; a,b=[json.loads(l) for l in open(sys.argv[1])]; assert a==b and a["text_hex"]=="610062" and len(a["ids"])==3, (a,b)' "$work/nul.out"
+}
+check nul_in_jsonl_text nul_in_jsonl_text
+
+# detokenize --json: the text keeps a NUL byte (as \u0000) instead of ending there
+detok_json_nul() {
+    local ids
+    printf '{"hex":"610062"}\n' >"$work/nul-hex.jsonl"
+    ids=$(ds tokenize -m "$gguf" --jsonl-in "$work/nul-hex.jsonl" |
+        /usr/bin/python3 -c 'import json,sys; print(json.load(sys.stdin)["ids"])') &&
+        ds detokenize -m "$gguf" -i "$ids" --json |
+        /usr/bin/python3 -c 'import json,sys; d=json.load(sys.stdin); assert d["text"]=="a\x00b" and d["hex"]=="610062", d'
+}
+check detokenize_json_nul detok_json_nul
+
+
 fails_with() { # exit code, text the message must contain, command...
     local code=$1 text=$2
     shift 2
@@ -95,6 +115,15 @@ check not_an_id_list fails_with 1 "not part of a list" ds detokenize -m "$gguf" 
 check unknown_option fails_with 2 "unknown option" ds tokenize -m "$gguf" -p hi --frobnicate
 check no_text fails_with 2 "required" ds tokenize -m "$gguf"
 check not_a_tokenizer fails_with 1 "$work/text.txt" ds tokenize -m "$work/text.txt" -p hi
+
+# a tokenizer.json token with "\u0000" cannot be held (tokens end at NUL): refused, saying where
+/usr/bin/python3 - "$hf/tokenizer.json" "$work/nul-tokenizer.json" <<'PY'
+import json, sys
+t = json.load(open(sys.argv[1]))
+t["model"]["vocab"]["\u0000"] = max(t["model"]["vocab"].values()) + 1
+json.dump(t, open(sys.argv[2], "w"))
+PY
+check nul_in_vocab_token fails_with 1 "nul-tokenizer.json: not valid JSON at byte" ds tokenize -m "$work/nul-tokenizer.json" -p hi
 
 echo "RESULT passed=$passed failed=$failed"
 [ "$failed" -eq 0 ]

@@ -188,6 +188,9 @@ static void test_bad_length_and_json(void) {
 
     EXPECT_ST_BAD("{\"t\": {\"dtype\": \"F32\", ", 0, "badjson.safetensors", DS_ECORRUPT, "not valid JSON");
     EXPECT_ST_BAD("", 0, "nojson.safetensors", DS_ECORRUPT, "JSON");
+    /* the message says where: the byte counts from the start of the file (the header starts at byte 8) */
+    EXPECT_ST_BAD("{\"t\": {\"dtype\": \"F32\",\n\"shape\": [1] \"data_offsets\": [0, 4]}}", 4, "where.safetensors",
+                  DS_ECORRUPT, "line 2, column 14", "byte 44");
     EXPECT_ST_BAD("[1, 2, 3]", 0, "array.safetensors", DS_ECORRUPT, "not a JSON object");
     EXPECT_ST_BAD("\"str\"", 0, "string.safetensors", DS_ECORRUPT, "not a JSON object");
     EXPECT_ST_BAD("{\"t\": {\"dtype\": \"F32\", \"shape\": [1], \"data_offsets\": [0, 4]},}", 4, "comma.safetensors",
@@ -641,6 +644,12 @@ static const cfg_case CFG_CASES[] = {
     {"not-json", "raw", NULL, "{\"model_type\": ", DS_ECORRUPT, "config.json", {"JSON"}},
     {"not-object", "raw", NULL, "[1, 2]", DS_ECORRUPT, "config.json", {"object"}},
     {"empty", "raw", NULL, "", DS_ECORRUPT, "config.json", {"JSON"}},
+    /* where the syntax breaks: line and column in a multi-line file */
+    {"not-json-where", "raw", NULL, "{\n  \"model_type\": \"qwen3_5\",\n  \"hidden_size\": 256,,\n}", DS_ECORRUPT,
+     "config.json", {"line 3, column 22", "byte 50"}},
+    /* a field given twice: which one is meant cannot be told */
+    {"field-twice", "raw", NULL, "{\"model_type\": \"qwen3\", \"model_type\": \"qwen3_5\"}", DS_ECORRUPT, "config.json",
+     {"'model_type'", "twice"}},
     {"no-config", "rm", NULL, NULL, DS_ENOTFOUND, "config.json", {"cannot open"}},
     /* split experts are stacked in memory: a huge expert count must fail before it allocates */
     {"moe-experts-huge", "text", "num_experts", "600000", DS_ECORRUPT, "model.safetensors", {"600000 experts"}},

@@ -12,6 +12,9 @@ cd "$(dirname "$0")/.."
 BUILD=${BUILD:-build}
 export DS_BUILD="$PWD/$BUILD" DS_BIN="$PWD/$BUILD/deltaserve" DS_ROOT="$PWD"
 export DS_TMP=$(mktemp -d /tmp/deltaserve-tests.XXXXXX)
+# under the sanitizers every engine also checks its bookkeeping after every step
+# (ds_engine_check_invariants; a broken invariant aborts with its name)
+if [ -n "${DS_SANITIZE:-}" ]; then export DS_CHECK_INVARIANTS=1; fi
 trap 'rm -rf "$DS_TMP"' EXIT
 PY=/usr/bin/python3
 passed=0 failed=0 broken=()

@@ -27,9 +27,12 @@ typedef struct {
     ds_model *model;
 } bench_model;
 
-static int open_model(const char *path, int n_threads, int batch, bench_model *bm) {
+/* Sized for engines with the default step (every engine here has one). */
+static int open_model(const char *path, int n_threads, bench_model *bm) {
     ds_err e = {0};
-    ds_model_params mp = {.max_batch_tokens = batch, .n_threads = n_threads};
+    ds_engine_params ep;
+    ds_engine_defaults(&ep);
+    ds_model_params mp = {.max_batch_tokens = ds_engine_required_batch_capacity(&ep), .n_threads = n_threads};
     if (ds_model_open(path, &bm->file, &e) || ds_model_new(bm->file, &mp, &bm->model, &e)) {
         fprintf(stderr, "deltaserve bench: %s\n", e.msg);
         if (bm->file) ds_model_close(bm->file);
@@ -66,7 +69,7 @@ static double run_requests(ds_engine *eng, int32_t **prompts, const int *lens, i
 
 int ds_bench_shared_prefix(const char *path, int n_threads, int prefix_len, int json) {
     bench_model bm = {0};
-    if (open_model(path, n_threads, 512, &bm)) return 1;
+    if (open_model(path, n_threads, &bm)) return 1;
     const ds_model_config *c = ds_model_cfg(bm.model);
     int suffix = 64, total = prefix_len + suffix;
     int32_t *p1 = malloc((size_t)total * sizeof *p1), *p2 = malloc((size_t)total * sizeof *p2);
@@ -151,7 +154,7 @@ int ds_bench_branch(const char *path, int n_threads, int prefix_len, int json) {
     static const int intervals[] = {0, 128, 256, 512, 1024};
     enum { N_INTERVALS = 5, N_BRANCH = 8, SUFFIX = 64 };
     bench_model bm = {0};
-    if (open_model(path, n_threads, 512, &bm)) return 1;
+    if (open_model(path, n_threads, &bm)) return 1;
     const ds_model_config *c = ds_model_cfg(bm.model);
     int32_t *base = malloc((size_t)prefix_len * sizeof *base);
     int32_t *br = malloc((size_t)(prefix_len + SUFFIX) * sizeof *br);
@@ -165,10 +168,10 @@ int ds_bench_branch(const char *path, int n_threads, int prefix_len, int json) {
     uint32_t r = 12345;
     for (int b = 0; b < N_BRANCH; b++) {
         r = r * 1664525u + 1013904223u;
-        /* spread over the prompt, one per eighth, never on a multiple of 64 */
+        /* spread over the prompt, one per eighth, never on a checkpoint position */
         int lo = prefix_len * b / N_BRANCH, span = prefix_len / N_BRANCH;
         at[b] = lo + 1 + (int)((r >> 8) % (uint32_t)(span > 2 ? span - 2 : 1));
-        if (at[b] % 64 == 0) at[b]++;
+        if (at[b] % DS_DELTANET_CHUNK == 0) at[b]++;
     }
     double cold[N_INTERVALS], ttft[N_INTERVALS], recomputed[N_INTERVALS];
     int ckpts[N_INTERVALS];
@@ -311,7 +314,7 @@ static int decode_rate(ds_model *m, int spec_tokens, size_t spec_state_bytes, in
 int ds_bench_spec(const char *path, int n_threads, int spec_tokens, size_t spec_state_bytes, int spec_max_batch,
                   int batch, int n_gen, int json) {
     bench_model bm = {0};
-    if (open_model(path, n_threads, 512, &bm)) return 1;
+    if (open_model(path, n_threads, &bm)) return 1;
     const ds_model_config *c = ds_model_cfg(bm.model);
     if (!c->n_mtp) {
         fprintf(stderr, "deltaserve bench: %s has no MTP head to speculate with\n", path);

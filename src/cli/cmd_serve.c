@@ -48,7 +48,8 @@ static void usage(FILE *f) {
             "  --fault-at-token K     such a request fails after K generated tokens instead of at its\n"
             "                         first model call (also $DS_FAULT_AT_TOKEN)\n"
             "  --fault-phase P        any, prefill, decode or verify: the failing call is the first one\n"
-            "                         of that kind (default any; also $DS_FAULT_PHASE)\n");
+            "                         of that kind (default any; also $DS_FAULT_PHASE); draft: an MTP\n"
+            "                         draft call fails, which fails no request (counted in /metrics)\n");
 }
 
 /* <directory of the executable>/models/default.gguf */
@@ -71,14 +72,15 @@ static int mib(const char *opt, const char *v, double lo, size_t *bytes) {
 }
 
 static int fault_phase(const char *what, const char *v, ds_fault_phase *out) {
-    static const char *const NAMES[] = {"any", "prefill", "decode", "verify"};
-    static const ds_fault_phase PHASES[] = {DS_FAULT_ANY, DS_FAULT_PREFILL, DS_FAULT_DECODE, DS_FAULT_VERIFY};
-    for (int i = 0; i < 4; i++)
+    static const char *const NAMES[] = {"any", "prefill", "decode", "verify", "draft"};
+    static const ds_fault_phase PHASES[] = {DS_FAULT_ANY, DS_FAULT_PREFILL, DS_FAULT_DECODE, DS_FAULT_VERIFY,
+                                            DS_FAULT_DRAFT};
+    for (int i = 0; i < 5; i++)
         if (!strcmp(v, NAMES[i])) {
             *out = PHASES[i];
             return 0;
         }
-    fprintf(stderr, "deltaserve serve: %s must be any, prefill, decode or verify, got '%s'\n", what, v);
+    fprintf(stderr, "deltaserve serve: %s must be any, prefill, decode, verify or draft, got '%s'\n", what, v);
     return -1;
 }
 
@@ -111,10 +113,14 @@ int ds_cmd_serve(int argc, char **argv) {
         else if (!strcmp(a, "--max-running")) { if (ds_arg_int(a, v, 1, 4096, &n)) return 2; c.engine.max_running = (int)n; }
         else if (!strcmp(a, "--state-checkpoint-interval")) {
             if (ds_arg_int(a, v, 0, 1 << 20, &n)) return 2;
-            if (n % 64) { fprintf(stderr, "deltaserve serve: --state-checkpoint-interval %ld is not a multiple of 64\n", n); return 2; }
+            if (n % DS_DELTANET_CHUNK) {
+                fprintf(stderr, "deltaserve serve: --state-checkpoint-interval %ld is not a multiple of %d\n", n,
+                        DS_DELTANET_CHUNK);
+                return 2;
+            }
             c.engine.checkpoint_interval = (int)n;
         }
-        else if (!strcmp(a, "--step-tokens")) { if (ds_arg_int(a, v, 64, 1 << 16, &n)) return 2; c.engine.step_tokens = (int)n; }
+        else if (!strcmp(a, "--step-tokens")) { if (ds_arg_int(a, v, DS_DELTANET_CHUNK, 1 << 16, &n)) return 2; c.engine.step_tokens = (int)n; }
         else if (!strcmp(a, "--spec-tokens")) { if (ds_arg_int(a, v, 0, DS_MAX_SPEC, &n)) return 2; c.engine.spec_tokens = (int)n; }
         else if (!strcmp(a, "--spec-max-batch")) { if (ds_arg_int(a, v, 0, 1 << 16, &n)) return 2; c.engine.spec_max_batch = (int)n; }
         else if (!strcmp(a, "--spec-state-mb")) { if (ds_arg_int(a, v, 0, 1L << 22, &n)) return 2; c.engine.spec_state_bytes = (size_t)n << 20; }

@@ -54,6 +54,7 @@ const char *ds_status_name(ds_status s) {
     case DS_ENOMEM: return "out of memory";
     case DS_EUNSUPPORTED: return "unsupported";
     case DS_ENOTFOUND: return "not found";
+    case DS_EBUSY: return "busy";
     }
     return "unknown status";
 }

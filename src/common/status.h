@@ -14,6 +14,7 @@ typedef enum {
     DS_ENOMEM = -4,       /* an allocation or a byte budget ran out */
     DS_EUNSUPPORTED = -5, /* valid, but not something we handle */
     DS_ENOTFOUND = -6,    /* a named thing (tensor, key, file) is missing */
+    DS_EBUSY = -7,        /* valid, but refused for now (a full queue): retrying later may succeed */
 } ds_status;
 
 typedef struct {

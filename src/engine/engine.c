@@ -40,14 +40,27 @@ void ds_engine_defaults(ds_engine_params *p) {
 
 /* --- set-up --- */
 
+/* Every row of a step counts against step_tokens, which is at least one
+ * prefill chunk; the MTP calls of a step carry at most the rows it kept. */
+int ds_engine_required_batch_capacity(const ds_engine_params *p) {
+    return p->step_tokens > p->prefill_chunk ? p->step_tokens : p->prefill_chunk;
+}
+
 ds_status ds_engine_new(ds_model *model, const ds_engine_params *params, ds_engine **out, ds_err *e) {
     *out = NULL;
     ds_engine_params p = *params;
-    if (p.page_size <= 0 || 64 % p.page_size != 0)
-        return ds_fail(e, DS_EINVAL, "engine: page size %d does not divide 64", p.page_size);
-    if (p.prefill_chunk <= 0 || p.prefill_chunk % 64 || p.checkpoint_interval < 0 || p.checkpoint_interval % 64)
-        return ds_fail(e, DS_EINVAL, "engine: prefill chunk (%d) and checkpoint interval (%d) must be multiples of 64",
-                       p.prefill_chunk, p.checkpoint_interval);
+    if (p.page_size <= 0 || DS_DELTANET_CHUNK % p.page_size != 0)
+        return ds_fail(e, DS_EINVAL, "engine: page size %d does not divide %d", p.page_size, DS_DELTANET_CHUNK);
+    if (p.prefill_chunk <= 0 || p.prefill_chunk % DS_DELTANET_CHUNK || p.checkpoint_interval < 0 ||
+        p.checkpoint_interval % DS_DELTANET_CHUNK)
+        return ds_fail(e, DS_EINVAL, "engine: prefill chunk (%d) and checkpoint interval (%d) must be multiples of %d",
+                       p.prefill_chunk, p.checkpoint_interval, DS_DELTANET_CHUNK);
+    int need = ds_engine_required_batch_capacity(&p), have = ds_model_max_batch_tokens(model);
+    if (have < need)
+        return ds_fail(e, DS_EINVAL,
+                       "engine: the model takes at most %d tokens per call, the engine's steps need %d "
+                       "(step tokens %d, prefill chunk %d; see ds_engine_required_batch_capacity)",
+                       have, need, p.step_tokens, p.prefill_chunk);
     if (p.step_tokens < p.prefill_chunk) p.step_tokens = p.prefill_chunk;
     if (p.max_running < 1) p.max_running = 1;
     ds_engine *g = calloc(1, sizeof *g);
@@ -143,10 +156,17 @@ ds_status ds_engine_new(ds_model *model, const ds_engine_params *params, ds_engi
                !g->logits || !g->lookup_pages || !g->allowed || !g->filtered ||
                ds_sampler_scratch_init(&g->scratch, c->n_vocab)))
         s = ds_fail(e, DS_ENOMEM, "engine: out of memory for step tables");
-    g->cap_ids = 1024;
-    g->abort_ids = malloc((size_t)g->cap_ids * sizeof *g->abort_ids);
-    g->fault_ids = malloc((size_t)g->cap_ids * sizeof *g->fault_ids);
-    if (!s && (!g->abort_ids || !g->fault_ids)) s = ds_fail(e, DS_ENOMEM, "engine: out of memory");
+    size_t most = (size_t)g->pages.n;
+    if ((size_t)g->slots.n > most) most = (size_t)g->slots.n;
+    if ((size_t)g->vslots.n > most) most = (size_t)g->vslots.n;
+    if ((size_t)g->qslots.n > most) most = (size_t)g->qslots.n;
+    g->check_pages = malloc(((size_t)g->pages.n + 1) * sizeof *g->check_pages);
+    g->check_ckpts = malloc(((size_t)g->ckpts.n + 1) * sizeof *g->check_ckpts);
+    g->check_scratch = malloc((most + 1) * sizeof *g->check_scratch);
+    if (!s && (!g->check_pages || !g->check_ckpts || !g->check_scratch))
+        s = ds_fail(e, DS_ENOMEM, "engine: out of memory for the invariant checks");
+    const char *env = getenv("DS_CHECK_INVARIANTS");
+    g->check_invariants = p.check_invariants || (env && !strcmp(env, "1"));
     g->stats.kv_pages_total = g->kv.n_pages;
     g->stats.state_slots_total = n_slots;
     g->stats.checkpoint_slots_total = n_ckpt;
@@ -165,6 +185,22 @@ static void req_free(req *r) {
     free(r->tokens);
     free(r->pages);
     free(r);
+}
+
+/* Frees a request that has sent its last event: off the live list (and the
+ * pending list, should a flag have arrived after it ended), then gone. */
+static void req_retire(ds_engine *g, req *r) {
+    pthread_mutex_lock(&g->mu);
+    if (r->live_prev) r->live_prev->live_next = r->live_next;
+    else g->live_head = r->live_next;
+    if (r->live_next) r->live_next->live_prev = r->live_prev;
+    if (r->pending) {
+        req **link = &g->pending_head;
+        while (*link != r) link = &(*link)->pending_next;
+        *link = r->pending_next;
+    }
+    pthread_mutex_unlock(&g->mu);
+    req_free(r);
 }
 
 void ds_engine_free(ds_engine *g) {
@@ -200,8 +236,9 @@ void ds_engine_free(ds_engine *g) {
     free(g->lookup_pages);
     free(g->allowed);
     free(g->filtered);
-    free(g->abort_ids);
-    free(g->fault_ids);
+    free(g->check_pages);
+    free(g->check_ckpts);
+    free(g->check_scratch);
     ds_sampler_scratch_free(&g->scratch);
     pthread_mutex_destroy(&g->mu);
     pthread_cond_destroy(&g->cv);
@@ -257,10 +294,13 @@ uint64_t ds_engine_submit(ds_engine *g, const ds_request_params *rp, ds_err *e) 
     if (g->p.max_queue > 0 && g->n_inbox + g->stats.waiting >= g->p.max_queue) {
         pthread_mutex_unlock(&g->mu);
         req_free(r);
-        ds_fail(e, DS_ENOMEM, "the queue is full (%d requests waiting)", g->p.max_queue);
+        ds_fail(e, DS_EBUSY, "the queue is full (%d requests waiting)", g->p.max_queue);
         return 0;
     }
     r->id = g->next_id++;
+    r->live_next = g->live_head;
+    if (g->live_head) g->live_head->live_prev = r;
+    g->live_head = r;
     if (g->inbox_tail) g->inbox_tail->next = r;
     else g->inbox_head = r;
     g->inbox_tail = r;
@@ -271,15 +311,26 @@ uint64_t ds_engine_submit(ds_engine *g, const ds_request_params *rp, ds_err *e) 
     return r->id;
 }
 
-static void push_id(ds_engine *g, uint64_t **ids, int *n, uint64_t id) {
+/* Flags the live request with this id for the next step. An id not live has
+ * ended already (or never existed): there is nothing to do. The flag lives in
+ * the request, so however many arrive between two steps none is lost. */
+static void flag_request(ds_engine *g, uint64_t id, int flag) {
     pthread_mutex_lock(&g->mu);
-    if (*n < g->cap_ids) (*ids)[(*n)++] = id; /* a full list drops the request: it is retried next call */
-    pthread_cond_signal(&g->cv);
+    for (req *r = g->live_head; r; r = r->live_next) {
+        if (r->id != id) continue;
+        if (!r->pending) {
+            r->pending_next = g->pending_head;
+            g->pending_head = r;
+        }
+        r->pending |= flag;
+        pthread_cond_signal(&g->cv);
+        break;
+    }
     pthread_mutex_unlock(&g->mu);
 }
 
-void ds_engine_abort(ds_engine *g, uint64_t id) { push_id(g, &g->abort_ids, &g->n_abort, id); }
-void ds_engine_inject_fault(ds_engine *g, uint64_t id) { push_id(g, &g->fault_ids, &g->n_fault, id); }
+void ds_engine_abort(ds_engine *g, uint64_t id) { flag_request(g, id, PENDING_ABORT); }
+void ds_engine_inject_fault(ds_engine *g, uint64_t id) { flag_request(g, id, PENDING_FAULT); }
 
 void ds_engine_fail_all(ds_engine *g, const char *why) {
     pthread_mutex_lock(&g->mu);
@@ -346,7 +397,7 @@ static void finish(ds_engine *g, req *r, ds_finish reason, const char *error) {
     release_memory(g, r);
     remove_running(g, r);
     emit_finish(g, r, reason, error);
-    req_free(r);
+    req_retire(g, r);
 }
 
 /* ds_engine_fail_all, on the engine thread. */
@@ -363,28 +414,26 @@ static void fail_all_pending(ds_engine *g) {
     for (req *r = g->waiting_head, *nx; r; r = nx) {
         nx = r->next;
         emit_finish(g, r, DS_FINISH_ERROR, g->fail_msg);
-        req_free(r);
+        req_retire(g, r);
     }
     g->waiting_head = g->waiting_tail = NULL;
     g->n_waiting = 0;
 }
 
-static int in_list(const uint64_t *ids, int n, uint64_t id) {
-    for (int i = 0; i < n; i++)
-        if (ids[i] == id) return 1;
-    return 0;
-}
-
 static void drain_inbox(ds_engine *g) {
-    uint64_t aborts[1024], faults[1024];
     pthread_mutex_lock(&g->mu);
     req *in = g->inbox_head;
     g->inbox_head = g->inbox_tail = NULL;
     g->n_inbox = 0;
-    int n_abort = g->n_abort, n_fault = g->n_fault;
-    memcpy(aborts, g->abort_ids, (size_t)n_abort * sizeof *aborts);
-    memcpy(faults, g->fault_ids, (size_t)n_fault * sizeof *faults);
-    g->n_abort = g->n_fault = 0;
+    /* the flagged requests are all live, and only this thread frees them */
+    for (req *r = g->pending_head, *nx; r; r = nx) {
+        nx = r->pending_next;
+        if (r->pending & PENDING_ABORT) r->aborted = 1;
+        if (r->pending & PENDING_FAULT) r->fault = DS_FAULT_ANY, r->p.fault_after_tokens = 0;
+        r->pending = 0;
+        r->pending_next = NULL;
+    }
+    g->pending_head = NULL;
     pthread_mutex_unlock(&g->mu);
     for (req *r = in, *nx; r; r = nx) {
         nx = r->next;
@@ -393,15 +442,6 @@ static void drain_inbox(ds_engine *g) {
         else g->waiting_head = r;
         g->waiting_tail = r;
         g->n_waiting++;
-    }
-    /* an id not found is finished already, or will be found next step if still in flight */
-    for (req *r = g->waiting_head; r; r = r->next) {
-        if (in_list(aborts, n_abort, r->id)) r->aborted = 1;
-        if (in_list(faults, n_fault, r->id)) r->fault = DS_FAULT_ANY, r->p.fault_after_tokens = 0;
-    }
-    for (int i = 0; i < g->n_running; i++) {
-        if (in_list(aborts, n_abort, g->running[i]->id)) g->running[i]->aborted = 1;
-        if (in_list(faults, n_fault, g->running[i]->id)) g->running[i]->fault = DS_FAULT_ANY, g->running[i]->p.fault_after_tokens = 0;
     }
 }
 
@@ -418,7 +458,7 @@ static void handle_aborts(ds_engine *g) {
         }
         g->n_waiting--;
         emit_finish(g, r, DS_FINISH_ABORT, NULL);
-        req_free(r);
+        req_retire(g, r);
     }
     for (int i = 0; i < g->n_running;) {
         req *r = g->running[i];
@@ -455,7 +495,7 @@ static void preempt(ds_engine *g, req *r) {
  * prompt, many users). Admitted side by side they would each compute the
  * prefix; instead the later one waits while the first is prefilled up to the
  * shared point, where the first leaves its pages and a DeltaNet checkpoint in
- * the cache (an extra cut at a multiple of 64, which changes none of its
+ * the cache (an extra cut at a multiple of DS_DELTANET_CHUNK, which changes none of its
  * arithmetic). Returns 1 when w should wait. */
 static int wait_for_shared_prefill(ds_engine *g, req *w) {
     if (!g->cache) return 0;
@@ -465,7 +505,7 @@ static int wait_for_shared_prefill(ds_engine *g, req *w) {
         int n = w->n_prompt - 1 < r->n_prompt ? w->n_prompt - 1 : r->n_prompt; /* w computes at least one token */
         int shared = 0;
         while (shared < n && w->tokens[shared] == r->tokens[shared]) shared++;
-        int at = shared / 64 * 64;
+        int at = shared / DS_DELTANET_CHUNK * DS_DELTANET_CHUNK;
         if (at < 128 || at <= r->n_computed) continue; /* too little to gain, or r is past it */
         if (r->share_cut <= r->n_computed || at < r->share_cut) r->share_cut = at;
         return 1;
@@ -545,7 +585,7 @@ static int chunk_end(const ds_engine *g, const req *r, ds_seq_mode *mode) {
         int ck = round_down(from, g->p.checkpoint_interval) + g->p.checkpoint_interval;
         if (ck < end) end = ck;
     }
-    int prompt_cut = round_down(r->n_prompt, 64); /* the end-of-prompt checkpoint */
+    int prompt_cut = round_down(r->n_prompt, DS_DELTANET_CHUNK); /* the end-of-prompt checkpoint */
     if (prompt_cut > from && prompt_cut < end) end = prompt_cut;
     if (r->share_cut > from && r->share_cut < end) end = r->share_cut;
     return end;
@@ -630,14 +670,14 @@ static int sample_next(ds_engine *g, req *r, const float *logits) {
 int ds_engine_may_speculate(const req *r) { return !r->p.filter || r->filter_done; }
 
 /* After a prefill chunk that ended on a checkpoint position (an interval
- * multiple, or the prompt's end rounded down to 64), the pages so far and a
+ * multiple, or the prompt's end rounded down to DS_DELTANET_CHUNK), the pages so far and a
  * copy of the DeltaNet state go to the cache; they are visible from now on,
  * their KV being written. */
 static void take_checkpoint(ds_engine *g, req *r) {
     int pos = r->n_computed;
-    if (!g->cache || pos % 64 != 0 || pos > r->n_prompt) return;
+    if (!g->cache || pos % DS_DELTANET_CHUNK != 0 || pos > r->n_prompt) return;
     int at_interval = g->p.checkpoint_interval && pos % g->p.checkpoint_interval == 0;
-    if (!at_interval && pos != round_down(r->n_prompt, 64) && pos != r->share_cut) return;
+    if (!at_interval && pos != round_down(r->n_prompt, DS_DELTANET_CHUNK) && pos != r->share_cut) return;
     int ck = -1;
     if (g->hybrid) {
         ck = get_ckpt(g);
@@ -654,6 +694,7 @@ static int fault_hits(const req *r, ds_seq_mode mode) {
     case DS_FAULT_PREFILL: return mode == DS_SEQ_PREFILL;
     case DS_FAULT_DECODE: return mode == DS_SEQ_DECODE;
     case DS_FAULT_VERIFY: return mode == DS_SEQ_VERIFY;
+    case DS_FAULT_DRAFT: return 0; /* speculate.c */
     default: return 1;
     }
 }
@@ -792,13 +833,14 @@ int ds_engine_step(ds_engine *g) {
     }
     int active = g->n_running + g->n_waiting + g->n_inbox;
     pthread_mutex_unlock(&g->mu);
+    if (g->check_invariants) ds_engine_check_or_die(g);
     return active;
 }
 
 void ds_engine_run(ds_engine *g) {
     for (;;) {
         pthread_mutex_lock(&g->mu);
-        while (!g->stop && !g->inbox_head && !g->n_abort && !g->n_fault && g->n_running + g->n_waiting == 0)
+        while (!g->stop && !g->inbox_head && !g->pending_head && g->n_running + g->n_waiting == 0)
             pthread_cond_wait(&g->cv, &g->mu);
         int stop = g->stop;
         pthread_mutex_unlock(&g->mu);

@@ -12,7 +12,7 @@
  *
  * Outputs are deterministic per request: prefill is cut at fixed positions
  * (multiples of the prefill chunk, checkpoint interval and prompt end rounded
- * to 64), so neither the other requests in a step nor a cache hit changes
+ * to DS_DELTANET_CHUNK), so neither the other requests in a step nor a cache hit changes
  * what a request computes.
  *
  * Threads: the engine (and the model) belong to the thread that calls
@@ -33,17 +33,20 @@ typedef struct {
     size_t kv_bytes;            /* KV page pool */
     size_t state_bytes;         /* DeltaNet state slots of running sequences */
     size_t cache_state_bytes;   /* DeltaNet checkpoints kept by the prefix cache */
-    int page_size;              /* tokens per KV page (divides 64) */
+    int page_size;              /* tokens per KV page (divides DS_DELTANET_CHUNK) */
     int max_running;            /* sequences in flight */
     int step_tokens;            /* tokens per step */
-    int prefill_chunk;          /* prefill tokens per sequence per step (multiple of 64) */
-    int checkpoint_interval;    /* prefill tokens between checkpoints (multiple of 64; 0: prompt end only) */
+    int prefill_chunk;          /* prefill tokens per sequence per step (multiple of DS_DELTANET_CHUNK) */
+    int checkpoint_interval;    /* prefill tokens between checkpoints (multiple of DS_DELTANET_CHUNK; 0: prompt
+                                 * end only) */
     int prefix_cache;           /* 0: off */
     int max_queue;              /* waiting requests accepted (0: unlimited) */
     int spec_tokens;            /* MTP drafts per step, at most (0: no speculation; models without an MTP head never speculate) */
     size_t spec_state_bytes;    /* DeltaNet verify records (k+1 per speculating sequence) */
     int spec_max_batch;         /* greedy requests do not draft while more sequences than this run (0: no
                                  * limit): batched decode is compute-bound, so verifying stops paying */
+    int check_invariants;       /* 1: ds_engine_check_invariants after every step, abort() when one is broken
+                                 * (also with $DS_CHECK_INVARIANTS=1; for tests: it costs a pass over the pools) */
 } ds_engine_params;
 
 #define DS_MAX_SPEC 8
@@ -76,6 +79,8 @@ typedef enum {
     DS_FAULT_PREFILL,   /* a call that computes a chunk of its prompt */
     DS_FAULT_DECODE,    /* a call that computes its pending token without drafts */
     DS_FAULT_VERIFY,    /* a call that verifies MTP drafts */
+    DS_FAULT_DRAFT,     /* an MTP call that drafts for it: that call fails for all in it, who decode
+                         * without drafts (a failed draft does not fail a request) */
 } ds_fault_phase;
 
 /* A request may narrow which tokens it samples next (a tool call the client
@@ -122,18 +127,27 @@ typedef struct {
     int64_t prompt_tokens, generated_tokens, steps;
     int64_t spec_drafted, spec_accepted, spec_verify_steps; /* MTP drafts made and accepted, verify passes */
     int64_t spec_compared;        /* drafts compared with the model's choice (up to the first rejection) */
-    int64_t spec_accept_hist[9];  /* verify passes by number of drafts accepted (0..DS_MAX_SPEC) */
+    int64_t spec_accept_hist[DS_MAX_SPEC + 1]; /* verify passes by number of drafts accepted (0..DS_MAX_SPEC) */
+    int64_t spec_draft_failures;  /* MTP calls that failed: their requests decoded that step without drafts */
     int64_t started, finished, aborted, failed;
 } ds_engine_stats;
 
 typedef struct ds_engine ds_engine;
 
-/* The model is borrowed and used only by the engine thread from now on. */
+/* The tokens one model call of an engine with these parameters carries at
+ * most: create the model with at least this max_batch_tokens. */
+int ds_engine_required_batch_capacity(const ds_engine_params *p);
+
+/* The model is borrowed and used only by the engine thread from now on.
+ * Refuses (DS_EINVAL) a model whose max_batch_tokens is below
+ * ds_engine_required_batch_capacity. */
 ds_status ds_engine_new(ds_model *model, const ds_engine_params *p, ds_engine **out, ds_err *e);
 void ds_engine_free(ds_engine *eng);
 
-/* Queues a request; returns its id (> 0), or 0 with e filled when it cannot
- * ever run (too long for the pools or the context) or the queue is full (DS_ENOMEM). */
+/* Queues a request; returns its id (> 0), or 0 with e filled: DS_EINVAL when it
+ * cannot ever run (too long for the pools or the context, a token outside the
+ * vocabulary), DS_EBUSY when the queue is full (it may be retried later),
+ * DS_ENOMEM when memory ran out. */
 uint64_t ds_engine_submit(ds_engine *eng, const ds_request_params *rp, ds_err *e);
 /* Ends a request at the next step; its memory is free after that step. */
 void ds_engine_abort(ds_engine *eng, uint64_t id);
@@ -149,6 +163,15 @@ void ds_engine_run(ds_engine *eng);
 void ds_engine_stop(ds_engine *eng);
 
 void ds_engine_stats_get(ds_engine *eng, ds_engine_stats *st);
+
+/* Checks the engine's bookkeeping (engine thread, between steps): reference
+ * counts of KV pages and checkpoint slots equal their holders (running
+ * requests' page tables, prefix-cache nodes), free lists hold no id in use and
+ * every unused one, every cached checkpoint belongs to a trie node, no
+ * sequence holds a slot twice, waiting requests hold nothing, the request
+ * lists agree with their counts, and the prefix trie's own invariants
+ * (prefix_cache.c). DS_ECORRUPT names the first broken invariant. */
+ds_status ds_engine_check_invariants(ds_engine *eng, ds_err *e);
 /* Test hook: the next forward call of the request with this id fails
  * (DS_FAULT_ANY, from any thread; ds_request_params.fault chooses the phase). */
 void ds_engine_inject_fault(ds_engine *eng, uint64_t id);

@@ -9,6 +9,8 @@
 #include "engine/id_pool.h"
 #include "engine/prefix_cache.h"
 
+enum { PENDING_ABORT = 1, PENDING_FAULT = 2 };
+
 typedef struct req {
     uint64_t id;
     ds_request_params p;
@@ -24,6 +26,13 @@ typedef struct req {
     int64_t scheduled_step;     /* the step that last gave it rows */
     int aborted;
     ds_fault_phase fault;       /* test hook: pending fault (p.fault_after_tokens applies) */
+    /* guarded by the engine's mu: every request from submission to its last event is on the
+     * live list, so that ds_engine_abort finds it by id; a request asked to end (or to fail)
+     * is flagged and linked once into the pending list, whose links live in the request
+     * itself, so that no number of aborts can overflow anything */
+    struct req *live_prev, *live_next;
+    struct req *pending_next;
+    int pending;                /* PENDING_ABORT | PENDING_FAULT, applied by the next step */
     int filter_done;            /* p.filter returned DS_FILTER_DONE */
     int share_cut;              /* a waiting request shares the prompt up to here: cut and checkpoint there */
     struct req *next;           /* inbox / waiting list */
@@ -71,10 +80,10 @@ struct ds_engine {
     pthread_cond_t cv;
     req *inbox_head, *inbox_tail;
     int n_inbox;
-    uint64_t *abort_ids, *fault_ids;
+    req *live_head;             /* every request not yet ended (inbox, waiting, running) */
+    req *pending_head;          /* requests with pending flags */
     char fail_all[160];         /* ds_engine_fail_all's message, "" when none is pending */
     char fail_msg[160];         /* the message the failed requests' events point to */
-    int n_abort, n_fault, cap_ids;
     uint64_t next_id;
     int stop;
     int64_t step_no;            /* steps begun */
@@ -93,6 +102,9 @@ struct ds_engine {
     float *q_store;             /* [max_running][k][vocab] draft distributions, or NULL */
     ds_id_pool qslots;          /* parts of q_store */
     int32_t *hist;              /* scratch history for sampling with drafts */
+    /* ds_engine_check_invariants (engine_check.c) */
+    int check_invariants;       /* after every step, or abort */
+    int32_t *check_pages, *check_ckpts, *check_scratch; /* holders per id, sized once */
 };
 
 
@@ -115,5 +127,8 @@ int ds_spec_accept(ds_engine *g, req *r, const float *logits);
  * this step and drafts the next tokens of every speculating request. */
 void ds_spec_draft(ds_engine *g, req **reqs, int n);
 void ds_spec_release(ds_engine *g, req *r);
+
+/* engine_check.c: ds_engine_check_invariants, and on failure a message and abort() */
+void ds_engine_check_or_die(ds_engine *g);
 
 #endif

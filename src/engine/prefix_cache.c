@@ -1,8 +1,25 @@
 /* prefix_cache.c - the page trie with DeltaNet checkpoints (see the design
- * notes in prefix_cache.h). */
+ * notes in prefix_cache.h).
+ *
+ * Invariants of the trie, between calls (ds_prefix_check checks T1-T6):
+ *   T1. Every node in use is reached from the root exactly once, through its
+ *       parent's child list, and its parent pointer names that parent.
+ *   T2. Nodes in use + nodes on the free list = max_nodes; the free list
+ *       holds each unused node once and no node in use; st.nodes counts the
+ *       nodes in use.
+ *   T3. Each node names one page of the pool, and no other node names it:
+ *       the trie holds exactly one reference to each of its pages.
+ *   T4. A checkpoint exists only when the model needs them (need_ckpt), is a
+ *       slot of the checkpoint pool, belongs to one node (the trie holds its
+ *       only reference), and st.checkpoints counts them.
+ *   T5. The root names no page and no checkpoint.
+ *   T6. A node's children start with different tokens, so a prompt has one
+ *       path (not checked: quadratic in the children; find_child returns the
+ *       first match and new_node is only called when there is none). */
 #include "engine/prefix_cache.h"
 
 #include <assert.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -13,6 +30,7 @@ typedef struct node {
     struct node *parent, *child, *sibling;
     uint64_t last_use;
     int in_use;
+    uint64_t seen;              /* the check that last reached it (ds_prefix_check) */
 } node;
 
 struct ds_prefix_cache {
@@ -24,6 +42,7 @@ struct ds_prefix_cache {
     int32_t *free_nodes;
     int n_free;
     uint64_t tick;
+    uint64_t checks;            /* ds_prefix_check calls, to mark nodes reached */
     ds_prefix_stats st;
 };
 
@@ -180,3 +199,77 @@ int ds_prefix_evict_checkpoint(ds_prefix_cache *c) {
 }
 
 void ds_prefix_stats_get(const ds_prefix_cache *c, ds_prefix_stats *s) { *s = c->st; }
+
+#define FREE_MARK ((uint64_t)1 << 63) /* in `seen`: reached on the free list */
+
+static int in_pool(const ds_id_pool *p, int id) { return id >= p->first && id < p->first + p->n; }
+
+ds_status ds_prefix_check(ds_prefix_cache *c, int32_t *page_holds, int32_t *ckpt_holds, ds_err *e) {
+    uint64_t mark = ++c->checks;
+    node *root = &c->root;
+    if (root->page != -1 || root->ckpt != -1)
+        return ds_fail(e, DS_ECORRUPT, "prefix cache T5: the root names page %d, checkpoint %d", root->page, root->ckpt);
+    int reached = 0, ckpts = 0;
+    /* depth first without a stack: down to the first child, else on to the next sibling,
+     * else back up; bounded, so that a corrupted link cannot loop forever */
+    node *nd = root->child, *parent = root;
+    while (nd) {
+        if (reached++ > c->max_nodes)
+            return ds_fail(e, DS_ECORRUPT, "prefix cache T1: more nodes reached than the %d that exist", c->max_nodes);
+        int idx = (int)(nd - c->nodes);
+        if (idx < 0 || idx >= c->max_nodes)
+            return ds_fail(e, DS_ECORRUPT, "prefix cache T1: a child link points outside the node storage");
+        if (!nd->in_use) return ds_fail(e, DS_ECORRUPT, "prefix cache T1: node %d is reached but not in use", idx);
+        if (nd->seen == mark) return ds_fail(e, DS_ECORRUPT, "prefix cache T1: node %d is reached twice", idx);
+        if (nd->parent != parent)
+            return ds_fail(e, DS_ECORRUPT, "prefix cache T1: node %d is in the child list of a node it does not "
+                                           "name as its parent", idx);
+        nd->seen = mark;
+        if (!in_pool(c->pages, nd->page))
+            return ds_fail(e, DS_ECORRUPT, "prefix cache T3: node %d names page %d, outside the pool", idx, nd->page);
+        if (++page_holds[nd->page - c->pages->first] > 1)
+            return ds_fail(e, DS_ECORRUPT, "prefix cache T3: page %d is named by two nodes", nd->page);
+        if (nd->ckpt >= 0) {
+            if (!c->need_ckpt)
+                return ds_fail(e, DS_ECORRUPT, "prefix cache T4: node %d holds checkpoint %d, but the model has "
+                                               "no DeltaNet state", idx, nd->ckpt);
+            if (!in_pool(c->ckpts, nd->ckpt))
+                return ds_fail(e, DS_ECORRUPT, "prefix cache T4: node %d holds checkpoint %d, outside the pool", idx,
+                               nd->ckpt);
+            if (++ckpt_holds[nd->ckpt - c->ckpts->first] > 1)
+                return ds_fail(e, DS_ECORRUPT, "prefix cache T4: checkpoint %d belongs to two nodes", nd->ckpt);
+            ckpts++;
+        }
+        if (nd->child) {
+            parent = nd;
+            nd = nd->child;
+            continue;
+        }
+        while (nd && !nd->sibling) {
+            nd = nd->parent == root ? NULL : nd->parent;
+            if (nd) parent = nd->parent;
+        }
+        if (nd) nd = nd->sibling;
+    }
+    int in_use = 0;
+    for (int i = 0; i < c->max_nodes; i++) {
+        in_use += c->nodes[i].in_use;
+        if (c->nodes[i].in_use && c->nodes[i].seen != mark)
+            return ds_fail(e, DS_ECORRUPT, "prefix cache T1: node %d is in use but not reached from the root", i);
+    }
+    if (in_use != reached || reached != c->st.nodes || in_use + c->n_free != c->max_nodes)
+        return ds_fail(e, DS_ECORRUPT, "prefix cache T2: %d nodes reached, %d in use, %d counted, %d free of %d",
+                       reached, in_use, c->st.nodes, c->n_free, c->max_nodes);
+    for (int i = 0; i < c->n_free; i++) {
+        int idx = c->free_nodes[i];
+        if (idx < 0 || idx >= c->max_nodes || c->nodes[idx].in_use)
+            return ds_fail(e, DS_ECORRUPT, "prefix cache T2: the free list holds node %d, which is in use", idx);
+        if (c->nodes[idx].seen == (mark | FREE_MARK))
+            return ds_fail(e, DS_ECORRUPT, "prefix cache T2: the free list holds node %d twice", idx);
+        c->nodes[idx].seen = mark | FREE_MARK;
+    }
+    if (ckpts != c->st.checkpoints)
+        return ds_fail(e, DS_ECORRUPT, "prefix cache T4: %d checkpoints in the trie, %d counted", ckpts,
+                       c->st.checkpoints);
+    return DS_OK;
+}

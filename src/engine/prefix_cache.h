@@ -22,6 +22,7 @@
 
 #include <stdint.h>
 
+#include "common/status.h"
 #include "engine/id_pool.h"
 
 typedef struct ds_prefix_cache ds_prefix_cache;
@@ -60,5 +61,11 @@ int ds_prefix_evict_page(ds_prefix_cache *c);
 int ds_prefix_evict_checkpoint(ds_prefix_cache *c);
 
 void ds_prefix_stats_get(const ds_prefix_cache *c, ds_prefix_stats *s);
+
+/* Checks the trie's invariants (listed in prefix_cache.c) and adds one to
+ * page_holds[page - pages->first] and ckpt_holds[slot - ckpts->first] for
+ * each reference the trie holds, so that the engine can compare reference
+ * counts with holders. DS_ECORRUPT names the first broken invariant. */
+ds_status ds_prefix_check(ds_prefix_cache *c, int32_t *page_holds, int32_t *ckpt_holds, ds_err *e);
 
 #endif

@@ -25,6 +25,7 @@
  * other tokens than plain sampling (the same distribution), so whether they
  * speculate must not depend on who else runs, or a seed would not
  * reproduce its completion in another batch. Runs on the engine thread. */
+#include <stdio.h>
 #include <string.h>
 
 #include "engine/engine_int.h"
@@ -49,6 +50,29 @@ int ds_spec_plan(ds_engine *g, req *r) {
         r->vslots[r->n_vslots++] = id;
     }
     return 1 + r->n_drafts;
+}
+
+/* One MTP call for the requests reqs[0..n). A failure is no request's failure
+ * (they decode without drafts this step) but is never silent: it is counted
+ * (spec_draft_failures) and logged, the first and then every power of two. */
+static ds_status mtp_call(ds_engine *g, const ds_batch *b, req **reqs, int n) {
+    ds_err e = {0};
+    ds_status s = DS_OK;
+    for (int i = 0; i < n && !s; i++) /* test hook */
+        if (reqs[i]->fault == DS_FAULT_DRAFT && reqs[i]->n_generated >= reqs[i]->p.fault_after_tokens) {
+            reqs[i]->fault = DS_FAULT_NONE;
+            s = ds_fail(&e, DS_EINVAL, "injected fault in a draft step (request %llu)",
+                        (unsigned long long)reqs[i]->id);
+        }
+    if (!s) s = ds_model_mtp_forward(g->model, &g->mtp_kv, b, g->mtp_hidden_in, &e);
+    if (!s) return DS_OK;
+    pthread_mutex_lock(&g->mu);
+    int64_t nth = ++g->stats.spec_draft_failures;
+    pthread_mutex_unlock(&g->mu);
+    if ((nth & (nth - 1)) == 0)
+        fprintf(stderr, "deltaserve engine: an MTP draft call failed (failure %lld; %d requests decode without "
+                        "drafts this step): %s\n", (long long)nth, n, e.msg);
+    return s;
 }
 
 static int32_t argmax(const float *p, int n) {
@@ -208,8 +232,7 @@ void ds_spec_draft(ds_engine *g, req **reqs, int n) {
     if (n_rows == 0) return;
     ds_batch b = {.tokens = g->mtp_rows, .n_tokens = n_rows, .seqs = g->mtp_seqs, .n_seqs = n_seqs,
                   .logits = g->mtp_logits, .hidden = g->mtp_hidden_out};
-    ds_err e = {0};
-    if (ds_model_mtp_forward(g->model, &g->mtp_kv, &b, g->mtp_hidden_in, &e) != DS_OK) return; /* no drafts */
+    if (mtp_call(g, &b, g->mtp_req, n_seqs) != DS_OK) return; /* no drafts */
     /* 2. first drafts; requests that cannot hold k more positions draft fewer */
     int live = 0;
     for (int s = 0; s < n_seqs; s++) {
@@ -242,7 +265,7 @@ void ds_spec_draft(ds_engine *g, req **reqs, int n) {
         if (m == 0) break;
         ds_batch bj = {.tokens = g->mtp_rows, .n_tokens = m, .seqs = g->mtp_seqs, .n_seqs = m,
                        .logits = g->mtp_logits, .hidden = g->mtp_hidden_out};
-        if (ds_model_mtp_forward(g->model, &g->mtp_kv, &bj, g->mtp_hidden_in, &e) != DS_OK) break;
+        if (mtp_call(g, &bj, g->mtp_req, m) != DS_OK) break;
         for (int s = 0; s < m; s++) {
             choose_draft(g, g->mtp_req[s], j, g->mtp_logits + (size_t)s * V);
             memcpy(g->mtp_hidden_in + (size_t)s * H, g->mtp_hidden_out + (size_t)s * H, H * sizeof(float));

@@ -5,7 +5,7 @@
  * output projection.
  *
  * The recurrence runs token by token (decode, verify, and prefill when the
- * chunk length is 1) or in chunks of up to 64 tokens (prefill). Chunks sit on
+ * chunk length is 1) or in chunks of up to DS_DELTANET_CHUNK tokens (prefill). Chunks sit on
  * multiples of the chunk length in absolute positions, so that a prefill cut
  * into calls at such multiples computes exactly what one call would: where a
  * scheduler cuts a prompt must not change its outputs. VERIFY keeps, per

@@ -215,8 +215,12 @@ ds_status ds_model_new(const ds_model_file *file, const ds_model_params *params,
     m->cfg = *ds_model_config_of(file);
     m->params = *params;
     if (m->params.max_batch_tokens <= 0) m->params.max_batch_tokens = 512;
-    if (m->params.gdn_chunk <= 0) m->params.gdn_chunk = 64;
-    if (m->params.gdn_chunk > 64) m->params.gdn_chunk = 64;
+    if (m->params.gdn_chunk <= 0) m->params.gdn_chunk = DS_DELTANET_CHUNK;
+    if (m->params.gdn_chunk > DS_DELTANET_CHUNK || DS_DELTANET_CHUNK % m->params.gdn_chunk) {
+        int chunk = m->params.gdn_chunk;
+        free(m);
+        return ds_fail(e, DS_EINVAL, "model: DeltaNet chunk length %d does not divide %d", chunk, DS_DELTANET_CHUNK);
+    }
     m->ub = m->params.max_batch_tokens < DS_UBATCH ? m->params.max_batch_tokens : DS_UBATCH;
     const ds_model_config *c = &m->cfg;
     m->key_dim = c->lin_k_heads * c->lin_k_dim;
@@ -312,6 +316,7 @@ void ds_model_free(ds_model *m) {
 }
 
 const ds_model_config *ds_model_cfg(const ds_model *m) { return &m->cfg; }
+int ds_model_max_batch_tokens(const ds_model *m) { return m->params.max_batch_tokens; }
 int ds_model_n_attn_layers(const ds_model *m) { return m->n_attn; }
 int ds_model_n_gdn_layers(const ds_model *m) { return m->n_gdn; }
 int ds_model_conv_dim(const ds_model *m) { return m->conv_dim; }

@@ -29,6 +29,13 @@
 #include "loading/model_file.h"
 #include "model/cache.h"
 
+/* The longest DeltaNet prefill chunk. Chunks sit on multiples of the chunk
+ * length in absolute positions, so a caller that cuts prefill only at
+ * multiples of this (and a chunk length that divides it) gets bitwise the
+ * outputs of one uncut call: the engine's prefill chunks, checkpoints and KV
+ * page size all align to it, and determinism depends on them agreeing. */
+#define DS_DELTANET_CHUNK 64
+
 typedef enum { DS_SEQ_PREFILL = 0, DS_SEQ_DECODE, DS_SEQ_VERIFY } ds_seq_mode;
 
 typedef struct {
@@ -61,7 +68,8 @@ typedef struct ds_model ds_model;
 
 typedef struct {
     int max_batch_tokens; /* largest n_tokens a call may pass */
-    int gdn_chunk;        /* chunk length of the chunked DeltaNet prefill; 0: 64; 1: per token */
+    int gdn_chunk;        /* chunk length of the chunked DeltaNet prefill, dividing DS_DELTANET_CHUNK;
+                           * 0: DS_DELTANET_CHUNK; 1: per token */
     int n_threads;        /* compute threads; 0: one per online core */
 } ds_model_params;
 
@@ -69,6 +77,7 @@ typedef struct {
 ds_status ds_model_new(const ds_model_file *file, const ds_model_params *params, ds_model **out, ds_err *e);
 void ds_model_free(ds_model *m);
 const ds_model_config *ds_model_cfg(const ds_model *m);
+int ds_model_max_batch_tokens(const ds_model *m); /* the largest n_tokens a call may pass */
 int ds_model_n_attn_layers(const ds_model *m);  /* attention layers per KV page (MTP excluded) */
 int ds_model_n_gdn_layers(const ds_model *m);
 int ds_model_conv_dim(const ds_model *m);

@@ -671,7 +671,7 @@ ds_completion *ds_completion_start(ds_server *s, ds_oai_request *req, int fd, ds
             c->refs--;
             pthread_mutex_unlock(&c->mu);
             for (int k = i; k < c->n; k++) c->ch[k].done = 1, c->ch[k].engine_done = 1;
-            if (e.code == DS_ENOMEM && strstr(e.msg, "queue is full"))
+            if (e.code == DS_EBUSY)
                 http_fail(err, 429, "rate_limit_error", NULL, "%s; retry later", e.msg);
             else if (e.code == DS_EINVAL)
                 http_fail(err, 400, "invalid_request_error", "max_tokens", "%s", e.msg);

@@ -252,10 +252,8 @@ static int load(ds_server *s) {
     const ds_server_config *c = &s->cfg;
     ds_status st = ds_tokenizer_from_model(s->file, &s->tok, &e);
     if (!st) {
-        ds_model_params mp = {.max_batch_tokens = c->engine.step_tokens + c->engine.max_running + 64,
+        ds_model_params mp = {.max_batch_tokens = ds_engine_required_batch_capacity(&c->engine),
                               .n_threads = c->n_threads};
-        if (mp.max_batch_tokens < c->engine.prefill_chunk + c->engine.max_running)
-            mp.max_batch_tokens = c->engine.prefill_chunk + c->engine.max_running;
         st = ds_model_new(s->file, &mp, &s->model, &e);
     }
     if (!st && (st = ds_engine_new(s->model, &c->engine, &s->eng, &e)) != DS_OK) {

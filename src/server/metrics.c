@@ -145,6 +145,9 @@ void ds_metrics_render(ds_metrics *m, const ds_engine_stats *st, const char *mod
     metric(o, "deltaserve:spec_decode_mean_accepted_length", "gauge",
            "Drafts accepted per verify step since start (each step also yields one token of the model's own).", lbl,
            acc_len);
+    metric(o, "deltaserve:spec_decode_draft_failures_total", "counter",
+           "MTP draft calls that failed (their requests decoded that step without drafts; also logged).", lbl,
+           (double)st->spec_draft_failures);
     /* accepted per draft position, as vLLM counts them: position p is accepted in every step that
      * kept more than p drafts */
     ds_sb_printf(o, "# HELP deltaserve:spec_decode_num_accepted_tokens_per_pos_total Drafts accepted, by position.\n"

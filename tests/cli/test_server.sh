@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # End-to-end checks of `deltaserve serve`: starts real servers on 127.0.0.1
 # (free ports) with the tiny model and runs tests/server/e2e.mjs (the official
-# openai client plus raw HTTP) against them in five modes: main, queue (429),
+# openai client plus raw HTTP) against them in six modes: main, queue (429),
 # fault (engine failures), fault-phase (one request of a busy batch fails in a
-# prefill, decode or verify step) and drain (SIGTERM). Prints ok/FAIL lines and
+# prefill, decode or verify step), fault-draft (a failed MTP draft call is
+# counted, not fatal) and drain (SIGTERM). Prints ok/FAIL lines and
 # "RESULT passed=N failed=M". Env: DS_BIN, DS_TMP, DS_ROOT (tests/run.sh).
 set -u
 : "${DS_BIN:?}" "${DS_TMP:?}" "${DS_ROOT:?}"
@@ -138,6 +139,13 @@ for phase in prefill decode verify; do
         stop "fault-$phase"
     fi
 done
+# a failed MTP draft call: no request fails, /metrics counts it, the log says it
+if DS_FAULT_EVERY=1 DS_FAULT_PHASE=draft start fault-draft; then
+    suite fault-draft
+    grep -q 'MTP draft call failed' "$DS_TMP/server-fault-draft.log" && ok "fault-draft: the failure is logged" ||
+        bad "fault-draft: the failure is logged" "$(tail -n 3 "$DS_TMP/server-fault-draft.log")"
+    stop fault-draft
+fi
 if start drain; then
     suite drain
     for _ in $(seq 1 100); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done

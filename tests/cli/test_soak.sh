@@ -4,6 +4,8 @@
 # (--kv-mb 2: 128 pages of 16 tokens, also the context), a mix of good and bad
 # requests and clients that leave, then the checks of soak.mjs; then SIGTERM
 # must end the server with exit 0 and its log must hold no sanitizer report.
+# The server's engine checks its invariants after every step
+# (DS_CHECK_INVARIANTS=1): a broken one aborts the server, which fails the run.
 #
 # The CI size is bounded both ways (SOAK_REQUESTS and SOAK_SECONDS, whichever
 # comes first); under the sanitizers (DS_SANITIZE) it does less and reports
@@ -26,6 +28,7 @@ fi
 export SOAK_REQUESTS SOAK_SECONDS SOAK_WARMUP SOAK_RSS_TOLERANCE
 model="$DS_TMP/soak-tiny.gguf"
 "$DS_BIN" make-model --shape tiny --out "$model" >/dev/null || { bad make-model failed; finish; }
+export DS_CHECK_INVARIANTS=1
 key="soak-key-$$"
 log="$DS_TMP/server-soak.log"
 : >"$log"
@@ -58,4 +61,6 @@ else
 fi
 if grep -qE 'Sanitizer|runtime error' "$log"; then bad "no sanitizer report in the server log" "$(grep -m 3 -E 'Sanitizer|runtime error' "$log")"
 else ok "no sanitizer report in the server log"; fi
+if grep -q 'invariant is broken' "$log"; then bad "engine invariants held after every step" "$(grep -m 1 'invariant is broken' "$log")"
+else ok "engine invariants held after every step"; fi
 finish

@@ -4,7 +4,8 @@
 //      --max-queue 1 --max-running 1), "fault" (DS_FAULT_EVERY=1 DS_FAULT_AT_TOKEN=3),
 //      "drain" (SIGTERM DS_SERVER_PID while a stream runs), "fault-phase" (DS_FAULT_EVERY=3
 //      DS_FAULT_PHASE=$DS_FAULT_PHASE: requests 3 and 6 fail in a prefill, decode or verify step
-//      while other requests run).
+//      while other requests run), "fault-draft" (DS_FAULT_EVERY=1 DS_FAULT_PHASE=draft: each
+//      request's first MTP draft call fails, which fails no request but shows in /metrics).
 // Prints "ok NAME" / "FAIL NAME: why" lines and "RESULT passed=N failed=M".
 import OpenAI from 'openai';
 import http from 'node:http';
@@ -263,12 +264,13 @@ async function mainSuite() {
       'deltaserve:request_errors_total', 'deltaserve:spec_decode_num_drafts_total', 'deltaserve:spec_decode_num_draft_tokens_total',
       'deltaserve:spec_decode_num_accepted_tokens_total', 'deltaserve:spec_decode_acceptance_rate',
       'deltaserve:spec_decode_mean_accepted_length', 'deltaserve:spec_decode_num_accepted_tokens_per_pos_total',
-      'vllm:spec_decode_num_draft_tokens_total', 'vllm:spec_decode_num_accepted_tokens_total'])
+      'deltaserve:spec_decode_draft_failures_total', 'vllm:spec_decode_num_draft_tokens_total', 'vllm:spec_decode_num_accepted_tokens_total'])
       check(k in m, `missing ${k}`);
     check(m['deltaserve:generation_tokens_total'] > 0 && m['deltaserve:time_to_first_token_seconds_count'] > 0, 'counted');
     // the tiny model has an MTP head: speculation is on by default
     check(m['deltaserve:spec_decode_num_draft_tokens_total'] > 0, 'drafts counted');
     check(m['deltaserve:spec_decode_num_accepted_tokens_total'] <= m['deltaserve:spec_decode_num_draft_tokens_total'], 'accepted <= drafted');
+    check(m['deltaserve:spec_decode_draft_failures_total'] === 0, 'no draft failed');
   });
 
   // --- bad input: exact statuses ---
@@ -592,10 +594,25 @@ async function drainTimeoutSuite() {
   });
 }
 
+async function faultDraftSuite() {
+  await t('a failed MTP draft call fails no request and is counted in /metrics', async () => {
+    const before = (await metrics())['deltaserve:spec_decode_draft_failures_total'];
+    // greedy, so that the request drafts (its first draft call is the one that fails)
+    const r = await raw('POST', '/v1/completions', { model: MODEL, prompt: 'draft failure', max_tokens: 12, ignore_eos: true,
+      temperature: 0 }, auth);
+    check(r.status === 200, `status ${r.status}: ${r.body}`);
+    const j = JSON.parse(r.body);
+    check(j.choices[0].finish_reason === 'length' && j.usage.completion_tokens === 12, `answer ${r.body}`);
+    const after = (await metrics())['deltaserve:spec_decode_draft_failures_total'];
+    check(before === 0 && after === 1, `draft failures ${before} -> ${after}`);
+  });
+}
+
 if (MODE === 'main') { await mainSuite(); await outcomesAddUp('metrics: started = success + aborts + rejected + failed'); }
 else if (MODE === 'queue') { await queueSuite(); await outcomesAddUp('metrics: outcomes add up after 429s'); }
 else if (MODE === 'fault') { await faultSuite(); await outcomesAddUp('metrics: outcomes add up after engine failures'); }
 else if (MODE === 'drain') await drainSuite();
 else if (MODE === 'drain-timeout') await drainTimeoutSuite();
+else if (MODE === 'fault-draft') { await faultDraftSuite(); await outcomesAddUp('metrics: outcomes add up after a failed draft'); }
 else if (MODE === 'fault-phase') { await faultPhaseSuite(); await outcomesAddUp('metrics: outcomes add up after faults in a busy batch'); }
 console.log(`RESULT passed=${passed} failed=${failed}`);

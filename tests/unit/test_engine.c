@@ -14,7 +14,15 @@
  *     tokens as a run without the fault;
  *   - token filters (what tool_choice required uses): only allowed tokens are
  *     drawn, the filter sees the right history, stops being asked once done,
- *     and speculation (off while a filter narrows) changes nothing. */
+ *     and speculation (off while a filter narrows) changes nothing;
+ *   - 5,000 aborts between two steps (more than any fixed list would hold):
+ *     every request ends aborted, none runs on;
+ *   - a full queue is DS_EBUSY (the server's 429), not a message to match;
+ *   - the model's batch capacity comes from the engine's parameters, and an
+ *     engine refuses a model too small for its steps;
+ *   - a failed MTP draft call fails no request, and is counted and logged.
+ * Every engine here checks its invariants after every step
+ * (DS_CHECK_INVARIANTS=1, set by main; test_engine_check.c breaks them). */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -74,7 +82,9 @@ static int load(const char *shape, loaded *l) {
         if (ds_make_model(&o, &e)) { printf("make: %s\n", e.msg); return -1; }
     }
     ds_err e = {0};
-    ds_model_params mp = {.max_batch_tokens = 640};
+    ds_engine_params ep;
+    ds_engine_defaults(&ep);
+    ds_model_params mp = {.max_batch_tokens = ds_engine_required_batch_capacity(&ep)};
     if (ds_model_open(path, &l->file, &e) || ds_model_new(l->file, &mp, &l->model, &e)) {
         printf("open: %s\n", e.msg);
         return -1;
@@ -420,7 +430,9 @@ static void test_refuses_what_cannot_run(void) {
     CHECK(!ds_engine_submit(eng, &rp, &e) && strstr(e.msg, "vocabulary"), "%s", e.msg);
     t[2] = 3;
     CHECK(ds_engine_submit(eng, &rp, &e) && ds_engine_submit(eng, &rp, &e), "two fit in the queue");
-    CHECK(!ds_engine_submit(eng, &rp, &e) && strstr(e.msg, "queue is full"), "%s", e.msg);
+    e.code = DS_OK;
+    CHECK(!ds_engine_submit(eng, &rp, &e) && e.code == DS_EBUSY, "a full queue: status %d (%s): %s", e.code,
+          ds_status_name(e.code), e.msg);
     while (ds_engine_step(eng)) {}
     ds_engine_free(eng);
     unload(&l);
@@ -623,6 +635,175 @@ static void test_logprobs(void) {
     unload(&l);
 }
 
+/* 5,000 requests, all aborted before they could finish: half while waiting in
+ * the inbox, half after a step admitted some. Every one ends aborted, having
+ * generated less than max_tokens; the pools are back to their baseline. */
+typedef struct {
+    int done, aborted, generated, longest;
+} flood_count;
+
+static void on_flood(const ds_event *ev, void *user) {
+    flood_count *c = user;
+    if (!ev->finished) return;
+    c->done++;
+    c->aborted += ev->reason == DS_FINISH_ABORT;
+    c->generated += ev->n_generated;
+    if (ev->n_generated > c->longest) c->longest = ev->n_generated;
+}
+
+static void test_abort_flood(void) {
+    enum { N = 5000, MAX_TOKENS = 16 };
+    loaded l;
+    REQUIRE(load("tiny", &l) == 0, "load");
+    make_workload(&W, 8, 41);
+    ds_engine_params ep;
+    ds_engine_defaults(&ep);
+    ds_engine *eng;
+    ds_err e = {0};
+    REQUIRE(ds_engine_new(l.model, &ep, &eng, &e) == DS_OK, "%s", e.msg);
+    ds_engine_stats base, st;
+    ds_engine_stats_get(eng, &base);
+    static uint64_t ids[N];
+    flood_count c = {0};
+    int32_t prompt[8];
+    for (int i = 0; i < N; i++) {
+        for (int k = 0; k < 8; k++) prompt[k] = (int32_t)((i * 31 + k * 7) % 1000);
+        ds_request_params rp = {.prompt = prompt, .n_prompt = 8, .max_tokens = MAX_TOKENS, .ignore_eos = 1,
+                                .on_event = on_flood, .user = &c};
+        greedy(&rp.sampling);
+        ids[i] = ds_engine_submit(eng, &rp, &e);
+        REQUIRE(ids[i], "submit %d: %s", i, e.msg);
+        if (i == N / 2) ds_engine_step(eng); /* some are running now, the rest still in the inbox */
+    }
+    for (int i = 0; i < N; i++) ds_engine_abort(eng, ids[i]);
+    int steps = 0;
+    while (ds_engine_step(eng) && steps < 4 * N) steps++;
+    ds_engine_stats_get(eng, &st);
+    printf("     %d ended (%d aborted) in %d steps; %d tokens generated, at most %d by one request\n", c.done, c.aborted,
+           steps, c.generated, c.longest);
+    CHECK(c.done == N && c.aborted == N && st.aborted == N, "%d of %d ended aborted (stats %lld)", c.aborted, N,
+          (long long)st.aborted);
+    CHECK(c.longest < MAX_TOKENS, "a request ran to max_tokens (%d) after its abort", c.longest);
+    CHECK(steps <= 2, "%d steps after the aborts: aborted requests kept running", steps);
+    CHECK(st.running == 0 && st.waiting == 0 && st.state_slots_used == base.state_slots_used,
+          "%d running, %d waiting, %d state slots", st.running, st.waiting, st.state_slots_used);
+    ds_engine_free(eng);
+    unload(&l);
+}
+
+/* The model's batch capacity: what ds_engine_required_batch_capacity says is
+ * enough for full steps (long prompts fill every step's budget), and one token
+ * less is refused when the engine is created, naming both numbers. */
+static void test_batch_capacity_contract(void) {
+    char path[512];
+    snprintf(path, sizeof path, "%s/tiny.gguf", tmpdir);
+    loaded l0;
+    REQUIRE(load("tiny", &l0) == 0, "load");
+    unload(&l0);
+    ds_engine_params ep;
+    ds_engine_defaults(&ep);
+    ep.step_tokens = 320;
+    ep.prefill_chunk = 128;
+    ep.max_running = 8;
+    int need = ds_engine_required_batch_capacity(&ep);
+    CHECK(need >= ep.step_tokens && need >= ep.prefill_chunk, "capacity %d for steps of %d", need, ep.step_tokens);
+    for (int undersized = 0; undersized < 2; undersized++) {
+        ds_model_file *f = NULL;
+        ds_model *m = NULL;
+        ds_err e = {0};
+        ds_model_params mp = {.max_batch_tokens = need - undersized};
+        REQUIRE(ds_model_open(path, &f, &e) == DS_OK && ds_model_new(f, &mp, &m, &e) == DS_OK, "%s", e.msg);
+        ds_engine *eng = NULL;
+        ds_status s = ds_engine_new(m, &ep, &eng, &e);
+        if (undersized) {
+            char a[16], b[16];
+            snprintf(a, sizeof a, "%d", need - 1);
+            snprintf(b, sizeof b, "%d", need);
+            CHECK(s == DS_EINVAL && strstr(e.msg, a) && strstr(e.msg, b), "undersized model: status %d, '%s'", s, e.msg);
+        } else if (s != DS_OK) {
+            CHECK(0, "a model of the required capacity is refused: %s", e.msg);
+        } else {
+            make_workload(&W, 16, 43);
+            memset(&A, 0, sizeof A);
+            for (int i = 0; i < 16; i++) {
+                ctxs[i] = (ctx){&A, i};
+                ds_request_params rp = {.prompt = W.toks[i], .n_prompt = W.len[i], .max_tokens = 6, .ignore_eos = 1,
+                                        .on_event = on_event, .user = &ctxs[i]};
+                greedy(&rp.sampling);
+                REQUIRE(ds_engine_submit(eng, &rp, &e), "%s", e.msg);
+            }
+            while (ds_engine_step(eng)) {}
+            int ok = 0;
+            for (int i = 0; i < 16; i++) ok += A.reason[i] == DS_FINISH_LENGTH && A.n_out[i] == 6;
+            CHECK(ok == 16, "%d of 16 requests finished (last error '%s')", ok, last_error);
+        }
+        ds_engine_free(eng);
+        ds_model_free(m);
+        ds_model_close(f);
+    }
+}
+
+/* A failed MTP call (the test hook fails the first one drafting for request
+ * 3) fails no request: greedy outputs are those of a run without it, and the
+ * failure is counted and logged. */
+static void test_draft_failure_reported(void) {
+    loaded l;
+    REQUIRE(load("tiny", &l) == 0, "load");
+    make_workload(&W, 8, 23);
+    ds_engine_params ep;
+    ds_engine_defaults(&ep);
+    ep.spec_max_batch = 0;
+    char log_path[600];
+    snprintf(log_path, sizeof log_path, "%s/draft-failure.log", tmpdir);
+    ds_engine_stats st[2];
+    for (int faulty = 0; faulty < 2; faulty++) {
+        results *res = faulty ? &A : &B;
+        memset(res, 0, sizeof *res);
+        ds_engine *eng;
+        ds_err e = {0};
+        REQUIRE(ds_engine_new(l.model, &ep, &eng, &e) == DS_OK, "%s", e.msg);
+        for (int i = 0; i < 8; i++) {
+            ctxs[i] = (ctx){res, i};
+            ds_request_params rp = {.prompt = W.toks[i], .n_prompt = W.len[i], .max_tokens = 20, .ignore_eos = 1,
+                                    .on_event = on_event, .user = &ctxs[i]};
+            greedy(&rp.sampling);
+            if (faulty && i == 3) rp.fault = DS_FAULT_DRAFT;
+            REQUIRE(ds_engine_submit(eng, &rp, &e), "%s", e.msg);
+        }
+        /* the engine logs to stderr: catch it in a file for this run */
+        fflush(stderr);
+        int saved = dup(2);
+        FILE *log = fopen(log_path, "w");
+        REQUIRE(saved >= 0 && log, "redirect stderr");
+        dup2(fileno(log), 2);
+        while (ds_engine_step(eng)) {}
+        fflush(stderr);
+        dup2(saved, 2);
+        close(saved);
+        fclose(log);
+        ds_engine_stats_get(eng, &st[faulty]);
+        ds_engine_free(eng);
+    }
+    char text[2048] = "";
+    FILE *f = fopen(log_path, "r");
+    if (f) {
+        size_t n = fread(text, 1, sizeof text - 1, f);
+        text[n] = '\0';
+        fclose(f);
+    }
+    CHECK(st[0].spec_draft_failures == 0 && st[0].spec_drafted > 0, "the run without the fault: %lld failures, %lld drafts",
+          (long long)st[0].spec_draft_failures, (long long)st[0].spec_drafted);
+    CHECK(st[1].spec_draft_failures == 1, "%lld draft failures counted, 1 injected", (long long)st[1].spec_draft_failures);
+    CHECK(strstr(text, "MTP draft call failed") && strstr(text, "draft step"), "the failure is not logged: '%s'", text);
+    for (int i = 0; i < 8; i++)
+        CHECK(A.reason[i] == DS_FINISH_LENGTH && A.n_out[i] == 20 && !memcmp(A.out[i], B.out[i], sizeof A.out[i]),
+              "request %d: ended with %d after %d tokens, or other tokens than without the failure", i, A.reason[i],
+              A.n_out[i]);
+    CHECK(st[1].failed == 0 && st[1].finished == 8, "%lld failed, %lld finished", (long long)st[1].failed,
+          (long long)st[1].finished);
+    unload(&l);
+}
+
 static void test_shared_prefix_computed_once(void) {
     test_shared_arrivals("tiny");
     test_shared_arrivals("tiny-qwen3");
@@ -631,7 +812,11 @@ static void test_shared_prefix_computed_once(void) {
 int main(void) {
     snprintf(tmpdir, sizeof tmpdir, "/tmp/ds-engine-XXXXXX");
     if (!mkdtemp(tmpdir)) return 1;
+    setenv("DS_CHECK_INVARIANTS", "1", 1); /* every engine below checks itself after every step */
     RUN(test_refuses_what_cannot_run);
+    RUN(test_abort_flood);
+    RUN(test_batch_capacity_contract);
+    RUN(test_draft_failure_reported);
     RUN(test_fault_hits_one_request);
     RUN(test_fault_phases);
     RUN(test_aborts_free_everything);

@@ -109,7 +109,7 @@ static void chunked_vs_decode(const char *shape) {
     char path[512];
     REQUIRE(make(shape, "f32", DS_FORMAT_GGUF, shape, path, sizeof path) == 0, "make-model");
     rig a, b;
-    REQUIRE(rig_open(&a, path, 64) == 0 && rig_open(&b, path, 1) == 0, "open");
+    REQUIRE(rig_open(&a, path, DS_DELTANET_CHUNK) == 0 && rig_open(&b, path, 1) == 0, "open");
     int T = 90;
     float *la = calloc((size_t)T * a.V, sizeof(float)), *lb = calloc((size_t)T * a.V, sizeof(float));
     ds_state_clear(&a.st, 0);
@@ -141,7 +141,7 @@ static void mixed_batch(const char *shape, int records_apart) {
     char path[512];
     snprintf(path, sizeof path, "%s/%s", tmpdir, shape);
     rig r;
-    REQUIRE(rig_open(&r, path, 64) == 0, "open");
+    REQUIRE(rig_open(&r, path, DS_DELTANET_CHUNK) == 0, "open");
     int V = r.V;
     float *alone = calloc((size_t)4 * 64 * V, sizeof(float)), *mixed = calloc((size_t)64 * V, sizeof(float));
     /* alone: the reference run of each sequence in its own calls */
@@ -224,7 +224,7 @@ static void test_prefill_cut_at_chunk_multiples_is_exact(void) {
         char path[512];
         snprintf(path, sizeof path, "%s/%s", tmpdir, shapes[k]);
         rig r;
-        REQUIRE(rig_open(&r, path, 64) == 0, "open");
+        REQUIRE(rig_open(&r, path, DS_DELTANET_CHUNK) == 0, "open");
         int T = 90;
         float *one = calloc((size_t)T * r.V, sizeof(float)), *cut = calloc((size_t)T * r.V, sizeof(float));
         ds_state_clear(&r.st, 0);
@@ -247,7 +247,7 @@ static void test_gguf_equals_safetensors(void) {
         REQUIRE(make(shapes[k], "f32", DS_FORMAT_SAFETENSORS, name, h, sizeof h) == 0, "make hf");
         snprintf(g, sizeof g, "%s/%s", tmpdir, shapes[k]);
         rig a, b;
-        REQUIRE(rig_open(&a, g, 64) == 0 && rig_open(&b, h, 64) == 0, "open");
+        REQUIRE(rig_open(&a, g, DS_DELTANET_CHUNK) == 0 && rig_open(&b, h, DS_DELTANET_CHUNK) == 0, "open");
         int T = 40;
         float *la = calloc((size_t)T * a.V, sizeof(float)), *lb = calloc((size_t)T * a.V, sizeof(float));
         ds_state_clear(&a.st, 0);
@@ -267,7 +267,7 @@ static void test_bad_batches_are_refused(void) {
     char path[512];
     snprintf(path, sizeof path, "%s/tiny", tmpdir);
     rig r;
-    REQUIRE(rig_open(&r, path, 64) == 0, "open");
+    REQUIRE(rig_open(&r, path, DS_DELTANET_CHUNK) == 0, "open");
     float *logits = calloc((size_t)8 * r.V, sizeof(float));
     ds_batch_seq q;
     seq_of(&q, 0, DS_SEQ_PREFILL);
@@ -298,7 +298,7 @@ static void test_mtp_head(void) {
     char path[512];
     snprintf(path, sizeof path, "%s/tiny", tmpdir);
     rig r;
-    REQUIRE(rig_open(&r, path, 64) == 0, "open");
+    REQUIRE(rig_open(&r, path, DS_DELTANET_CHUNK) == 0, "open");
     const ds_model_config *c = ds_model_cfg(r.m);
     ds_kv_pool mkv;
     ds_err e = {0};
@@ -331,7 +331,7 @@ static void test_mtp_head(void) {
     char nomtp[512];
     snprintf(nomtp, sizeof nomtp, "%s/tiny-qwen3", tmpdir);
     rig q3;
-    REQUIRE(rig_open(&q3, nomtp, 64) == 0, "open qwen3");
+    REQUIRE(rig_open(&q3, nomtp, DS_DELTANET_CHUNK) == 0, "open qwen3");
     CHECK(ds_model_mtp_forward(q3.m, &mkv, &mb, hid, &e) == DS_EUNSUPPORTED, "qwen3 has no MTP head");
     rig_close(&q3);
     free(m1); free(m2); free(h1); free(h2); free(hid); free(lg);

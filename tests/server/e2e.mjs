@@ -228,6 +228,26 @@ async function mainSuite() {
       response_format: { type: 'json_object' } }, auth);
     check(rc.status === 200 && JSON.parse(rc.body).choices[0].text.trimStart().startsWith('{'), `completions: ${rc.body.slice(0, 200)}`);
   });
+  await t('response_format json_object with thinking on: the end token waits for </think> and a whole object', async () => {
+    // the first request is issue 12's: with the end token allowed inside the reasoning it ended
+    // "stop" after 202 reasoning tokens with no JSON at all
+    const reqs = [{ messages: [{ role: 'user', content: 'x' }], seed: 3 }];
+    for (const content of ['x', 'hi', 'Hello']) for (let seed = 0; seed < 6; seed++) reqs.push({ messages: [{ role: 'user', content }], seed });
+    const rs = await Promise.all(reqs.map((r) => raw('POST', '/v1/chat/completions',
+      { model: MODEL, ...r, response_format: { type: 'json_object' }, max_tokens: 300 }, auth)));
+    rs.forEach((r, i) => {
+      const what = `${JSON.stringify(reqs[i].messages[0].content)} seed ${reqs[i].seed}`;
+      check(r.status === 200, `${what}: ${r.status} ${r.body.slice(0, 200)}`);
+      const j = JSON.parse(r.body), c = j.choices[0];
+      if (c.finish_reason === 'stop') {
+        let o = null;
+        try { o = JSON.parse(c.message.content); } catch (e) { check(false, `${what}: ${e.message}: ${JSON.stringify(c.message.content).slice(0, 100)}, usage ${JSON.stringify(j.usage)}`); }
+        check(o !== null && typeof o === 'object' && !Array.isArray(o), `${what}: not an object`);
+      } else {
+        check(c.finish_reason === 'length' && j.usage.completion_tokens === 300, `${what}: ${c.finish_reason} ${JSON.stringify(j.usage)}`);
+      }
+    });
+  });
   await t('prefix cache: a repeated long prompt reports cached tokens', async () => {
     const long = 'lorem ipsum dolor sit amet '.repeat(40);
     const p = { model: MODEL, messages: [{ role: 'user', content: long }], max_tokens: 1 };

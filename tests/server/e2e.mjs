@@ -248,6 +248,26 @@ async function mainSuite() {
       }
     });
   });
+  await t('streaming: whitespace goes out token by token without tools or stop strings, not with the next text or the finish', async () => {
+    // json_object with thinking off: these seeds begin with whitespace tokens (seed 1: nothing
+    // else within 8 tokens). Each delta carries the logprobs of the tokens that made it, so a delta
+    // held back shows as one chunk with several tokens' entries.
+    for (const seed of [1, 3]) {
+      const r = await streamRaw('/v1/chat/completions', { model: MODEL, messages: [{ role: 'user', content: 'hi' }], max_tokens: 8,
+        seed, logprobs: true, stream: true, response_format: { type: 'json_object' }, chat_template_kwargs: { enable_thinking: false } }).end;
+      check(r.status === 200, `seed ${seed}: ${r.status}`);
+      const chunks = r.events.filter((e) => e.data !== '[DONE]').map((e) => JSON.parse(e.data)).map((c) => c.choices[0]);
+      const content = chunks.filter((c) => c.delta.content);
+      const lead = [];
+      for (const c of content) { if (c.delta.content.trim()) break; lead.push(c); }
+      check(lead.length >= 2, `seed ${seed}: leading whitespace in ${lead.length} delta(s): ${JSON.stringify(content.slice(0, 3))}`);
+      for (const c of lead) {
+        const toks = (c.logprobs && c.logprobs.content) || [];
+        check(toks.length === 1 && toks[0].token === c.delta.content,
+          `seed ${seed}: delta ${JSON.stringify(c.delta.content)} went out with ${JSON.stringify(toks.map((x) => x.token))}`);
+      }
+    }
+  });
   await t('prefix cache: a repeated long prompt reports cached tokens', async () => {
     const long = 'lorem ipsum dolor sit amet '.repeat(40);
     const p = { model: MODEL, messages: [{ role: 'user', content: long }], max_tokens: 1 };

@@ -406,13 +406,23 @@ int ds_server_run(const ds_server_config *cfg) {
     fprintf(stderr, "deltaserve serve: %s: draining %d request(s)\n", sig == SIGTERM ? "SIGTERM" : "SIGINT",
             atomic_load(&s->in_flight));
     double t0 = ds_server_now();
-    while (atomic_load(&s->in_flight) > 0 && ds_server_now() - t0 < cfg->drain_timeout_s) usleep(10000);
+    int again = 0;   /* a second signal: whoever sent it wants the process gone now */
+    while (!again && atomic_load(&s->in_flight) > 0 && ds_server_now() - t0 < cfg->drain_timeout_s) {
+        struct timespec tick = {.tv_nsec = 10 * 1000000L};
+        int got = sigtimedwait(&sigs, NULL, &tick);
+        if (got == SIGTERM || got == SIGINT) again = got;
+    }
     if (atomic_load(&s->in_flight) > 0) {
         /* out of patience, but not silent: every request still running ends with an error its
          * client sees (an SSE error event, or a 500 before the headers) */
-        fprintf(stderr, "deltaserve serve: drain timed out: ending %d request(s) with an error\n",
-                atomic_load(&s->in_flight));
-        ds_engine_fail_all(s->eng, "the server is shutting down: the drain timeout passed before this request ended");
+        if (again)
+            fprintf(stderr, "deltaserve serve: %s again: ending %d request(s) now with an error\n",
+                    again == SIGTERM ? "SIGTERM" : "SIGINT", atomic_load(&s->in_flight));
+        else
+            fprintf(stderr, "deltaserve serve: drain timed out: ending %d request(s) with an error\n",
+                    atomic_load(&s->in_flight));
+        ds_engine_fail_all(s->eng, again ? "the server is shutting down: stopped by a second signal during the drain"
+                                         : "the server is shutting down: the drain timeout passed before this request ended");
         double t1 = ds_server_now();
         while (atomic_load(&s->in_flight) > 0 && ds_server_now() - t1 < 10.0) usleep(10000);
         if (atomic_load(&s->in_flight) > 0) fprintf(stderr, "deltaserve serve: %d request(s) did not end\n",

@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # End-to-end checks of `deltaserve serve`: starts real servers on 127.0.0.1
 # (free ports) with the tiny model and runs tests/server/e2e.mjs (the official
-# openai client plus raw HTTP) against them in five modes: main, queue (429),
+# openai client plus raw HTTP) against them in these modes: main, queue (429),
 # fault (engine failures), fault-phase (one request of a busy batch fails in a
-# prefill, decode or verify step) and drain (SIGTERM). Prints ok/FAIL lines and
+# prefill, decode or verify step), drain (SIGTERM), drain-timeout and drain-again
+# (a second SIGTERM). Prints ok/FAIL lines and
 # "RESULT passed=N failed=M". Env: DS_BIN, DS_TMP, DS_ROOT (tests/run.sh).
 set -u
 : "${DS_BIN:?}" "${DS_TMP:?}" "${DS_ROOT:?}"
@@ -150,6 +151,15 @@ if start drain-timeout --drain-timeout 0.05; then
     if kill -0 "$pid" 2>/dev/null; then bad "drain timeout: server exits" "still running"; kill -9 "$pid"
     else wait "$pid"; rc=$?; [ "$rc" -eq 0 ] && ok "drain timeout: server exits 0 once every request ended visibly" || bad "drain timeout: server exits 0" "exit $rc"; fi
     grep -q "drain timed out: ending 1 request(s) with an error" "$DS_TMP/server-drain-timeout.log" && ok "drain timeout: the log says how many requests were ended" || bad "drain timeout log" "$(tail -n 3 "$DS_TMP/server-drain-timeout.log")"
+fi
+# a second SIGTERM during the drain: the running stream ends with its error event and the process
+# exits 0 at once, long before --drain-timeout
+if start drain-again --drain-timeout 600; then
+    suite drain-again
+    for _ in $(seq 1 100); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+    if kill -0 "$pid" 2>/dev/null; then bad "second SIGTERM: server exits" "still running"; kill -9 "$pid"
+    else wait "$pid"; rc=$?; [ "$rc" -eq 0 ] && ok "second SIGTERM: server exits 0 once every request ended visibly" || bad "second SIGTERM: server exits 0" "exit $rc"; fi
+    grep -q "SIGTERM again: ending 1 request(s) now with an error" "$DS_TMP/server-drain-again.log" && ok "second SIGTERM: the log says so" || bad "second SIGTERM log" "$(tail -n 3 "$DS_TMP/server-drain-again.log")"
 fi
 # the default model next to the binary (what `make run` serves)
 if [ -f "$(dirname "$DS_BIN")/models/default.gguf" ]; then

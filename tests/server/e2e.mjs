@@ -4,7 +4,8 @@
 //      --max-queue 1 --max-running 1), "fault" (DS_FAULT_EVERY=1 DS_FAULT_AT_TOKEN=3),
 //      "drain" (SIGTERM DS_SERVER_PID while a stream runs), "fault-phase" (DS_FAULT_EVERY=3
 //      DS_FAULT_PHASE=$DS_FAULT_PHASE: requests 3 and 6 fail in a prefill, decode or verify step
-//      while other requests run).
+//      while other requests run), "drain-timeout" and "drain-again" (SIGTERM past --drain-timeout,
+//      a second SIGTERM during the drain).
 // Prints "ok NAME" / "FAIL NAME: why" lines and "RESULT passed=N failed=M".
 import OpenAI from 'openai';
 import http from 'node:http';
@@ -632,10 +633,37 @@ async function drainTimeoutSuite() {
   });
 }
 
+// A second SIGTERM during the drain stops now: the running stream ends with an error event that
+// says so (not a cut connection, not a wait for --drain-timeout, which test_server.sh sets long).
+async function drainAgainSuite() {
+  const pid = Number(process.env.DS_SERVER_PID);
+  await t('a second SIGTERM during the drain: the running stream ends now with an error event', async () => {
+    const s = streamRaw('/v1/completions', { model: MODEL, prompt: 'x', max_tokens: 4000, ignore_eos: true, stream: true,
+      temperature: 1, seed: 2 });
+    await s.started;
+    process.kill(pid, 'SIGTERM');
+    // signals of one kind do not queue: the second must come after the server took the first
+    let h;
+    for (let i = 0; i < 400; i++) {
+      h = await raw('GET', '/health');
+      if (h.status === 503) break;
+      await sleep(5);
+    }
+    check(h.status === 503, `health ${h.status}`);
+    process.kill(pid, 'SIGTERM');
+    const r = await s.end;
+    check(r.status === 200, `status ${r.status}`);
+    const err = r.events.filter((e) => e.event === 'error');
+    check(err.length === 1 && JSON.parse(err[0].data).error.message.includes('second signal'), `events: ${r.body.slice(-300)}`);
+    check(!r.events.some((e) => e.data === '[DONE]'), '[DONE] after the error');
+  });
+}
+
 if (MODE === 'main') { await mainSuite(); await outcomesAddUp('metrics: started = success + aborts + rejected + failed'); }
 else if (MODE === 'queue') { await queueSuite(); await outcomesAddUp('metrics: outcomes add up after 429s'); }
 else if (MODE === 'fault') { await faultSuite(); await outcomesAddUp('metrics: outcomes add up after engine failures'); }
 else if (MODE === 'drain') await drainSuite();
 else if (MODE === 'drain-timeout') await drainTimeoutSuite();
+else if (MODE === 'drain-again') await drainAgainSuite();
 else if (MODE === 'fault-phase') { await faultPhaseSuite(); await outcomesAddUp('metrics: outcomes add up after faults in a busy batch'); }
 console.log(`RESULT passed=${passed} failed=${failed}`);

@@ -39,9 +39,15 @@ static void usage(FILE *f) {
             "  --threads N            compute threads (default: one per core)\n"
             "  --ctx N                longest prompt + completion (default: the model's context)\n"
             "  --max-body-kb N        request bodies over this get 413 (default 8192)\n"
-            "  --max-connections N    open connections at most, each holding a thread; more are closed\n"
-            "                         at once (default 256)\n"
-            "  --drain-timeout S      on SIGTERM, seconds running requests get to finish (default 60)\n"
+            "  --max-connections N    open connections kept, each holding a thread (default 256); past\n"
+            "                         it the one idle the longest is closed to let a new one in, and 16\n"
+            "                         more are kept for /health and /metrics when every one is busy\n"
+            "  --idle-timeout S       close a connection that sends nothing for S seconds between or\n"
+            "                         during requests (default 60)\n"
+            "  --header-timeout S     close a connection whose request headers are not complete S\n"
+            "                         seconds after their first byte (default 10; slow clients)\n"
+            "  --drain-timeout S      on SIGTERM, seconds running requests get to finish (default 60);\n"
+            "                         a second SIGTERM or SIGINT ends them at once, with an error\n"
             "testing:\n"
             "  --fault-after N        the Nth completion request's model call fails (also $DS_FAULT_AFTER)\n"
             "  --fault-every N        every Nth completion request's model call fails (also $DS_FAULT_EVERY)\n"
@@ -129,6 +135,8 @@ int ds_cmd_serve(int argc, char **argv) {
         else if (!strcmp(a, "--ctx")) { if (ds_arg_int(a, v, 16, 1 << 24, &n)) return 2; c.ctx = (int)n; }
         else if (!strcmp(a, "--max-body-kb")) { if (ds_arg_int(a, v, 1, 1L << 22, &n)) return 2; c.max_body_bytes = (size_t)n << 10; }
         else if (!strcmp(a, "--max-connections")) { if (ds_arg_int(a, v, 1, 65536, &n)) return 2; c.max_connections = (int)n; }
+        else if (!strcmp(a, "--idle-timeout")) { if (ds_arg_int(a, v, 1, 86400, &n)) return 2; c.idle_timeout_s = (int)n; }
+        else if (!strcmp(a, "--header-timeout")) { if (ds_arg_float(a, v, 0.1, 3600, &x)) return 2; c.header_timeout_s = x; }
         else if (!strcmp(a, "--drain-timeout")) { if (ds_arg_float(a, v, 0, 86400, &x)) return 2; c.drain_timeout_s = x; }
         else if (!strcmp(a, "--fault-after")) { if (ds_arg_int(a, v, 0, 1L << 30, &n)) return 2; c.fault_after = (int)n; }
         else if (!strcmp(a, "--fault-at-token")) { if (ds_arg_int(a, v, 0, 1L << 30, &n)) return 2; c.fault_at_token = (int)n; }

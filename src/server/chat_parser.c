@@ -40,7 +40,9 @@ static int all_space(const char *s, size_t n) {
 
 static void content(ds_chat_parser *p, const char *s, size_t n, ds_part_fn fn, void *user) {
     if (!n) return;
-    if (all_space(s, n)) {
+    /* whitespace waits only where a tool call may still come (an answer that is only calls has
+     * no content); without tools it is content like any other, sent as it comes */
+    if (p->parse_tools && all_space(s, n)) {
         ds_sb_append(&p->ws, s, n);
         return;
     }

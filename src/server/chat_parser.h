@@ -34,7 +34,7 @@ typedef struct {
     int strip_newlines;   /* just after </think>: leading newlines of the content are dropped */
     int n_calls;
     ds_sb hold;           /* text not decided yet */
-    ds_sb ws;             /* whitespace-only content held until non-space content or a call */
+    ds_sb ws;             /* with tools: whitespace-only content held until non-space content or a call */
 } ds_chat_parser;
 
 void ds_chat_parser_init(ds_chat_parser *p, int start_in_reasoning, int parse_tools);

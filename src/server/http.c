@@ -21,6 +21,7 @@
 #include <unistd.h>
 
 #include "server/completion.h"
+#include "server/conn_guard.h"
 #include "server/openai_request.h"
 #include "server/openai_response.h"
 #include "server/server_int.h"
@@ -30,6 +31,7 @@
 typedef struct {
     ds_sb body;
     int too_large;
+    int over;   /* admitted past --max-connections (conn_guard.h): probes only */
 } conn_ctx;
 
 void ds_server_defaults(ds_server_config *c) {
@@ -39,6 +41,8 @@ void ds_server_defaults(ds_server_config *c) {
     ds_engine_defaults(&c->engine);
     c->max_body_bytes = (size_t)8 << 20;
     c->max_connections = 256;
+    c->idle_timeout_s = 60;
+    c->header_timeout_s = 10.0;
     c->drain_timeout_s = 60.0;
     c->fault_phase = DS_FAULT_ANY;
 }
@@ -182,6 +186,7 @@ static enum MHD_Result handler(void *cls, struct MHD_Connection *conn, const cha
         cc = calloc(1, sizeof *cc);
         if (!cc) return MHD_NO;
         *con_cls = cc;
+        cc->over = ds_conn_guard_request_begins(s->guard, conn);
         return MHD_YES;
     }
     if (*upload_size) {
@@ -212,6 +217,9 @@ static enum MHD_Result handler(void *cls, struct MHD_Connection *conn, const cha
     int models = !strcmp(url, "/v1/models"), completion = chat || cmpl;
     if (!chat && !cmpl && !models) return send_error(s, conn, 0, 404, "not_found_error", NULL, "no such route");
     if (completion) ds_metrics_started(&s->metrics);
+    if (cc->over)
+        return send_error(s, conn, completion, 503, "service_unavailable", NULL,
+                          "every connection the server keeps (--max-connections) has a request running; retry later");
     if (!key_ok(s, conn))
         return send_error(s, conn, completion, 401, "authentication_error", NULL,
                           "a valid API key is required (Authorization: Bearer KEY)");
@@ -232,6 +240,8 @@ static enum MHD_Result handler(void *cls, struct MHD_Connection *conn, const cha
 }
 
 static void completed(void *cls, struct MHD_Connection *conn, void **con_cls, enum MHD_RequestTerminationCode toe) {
+    ds_server *s = cls;
+    ds_conn_guard_request_ends(s->guard, conn);
     conn_ctx *cc = *con_cls;
     if (!cc) return;
     ds_sb_free(&cc->body);
@@ -367,11 +377,23 @@ int ds_server_run(const ds_server_config *cfg) {
         free(s);
         return 1;
     }
+    if (ds_conn_guard_new(cfg->max_connections, cfg->header_timeout_s, &s->guard, &e) != DS_OK) {
+        fprintf(stderr, "deltaserve serve: %s\n", e.msg);
+        close(fd);
+        ds_model_close(s->file);
+        ds_metrics_free(&s->metrics);
+        free(s);
+        return 1;
+    }
+    /* the inactivity timeout closes idle keep-alive connections; the guard closes slow headers
+     * and, past --max-connections, the longest idle connection, and keeps a reserve for probes */
     struct MHD_Daemon *d = MHD_start_daemon(
         MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_THREAD_PER_CONNECTION | MHD_USE_POLL, 0, NULL, NULL, handler, s,
-        MHD_OPTION_LISTEN_SOCKET, fd, MHD_OPTION_NOTIFY_COMPLETED, completed, s, MHD_OPTION_CONNECTION_TIMEOUT,
-        (unsigned)600, MHD_OPTION_CONNECTION_LIMIT, (unsigned)cfg->max_connections, MHD_OPTION_END);
+        MHD_OPTION_LISTEN_SOCKET, fd, MHD_OPTION_NOTIFY_COMPLETED, completed, s, MHD_OPTION_NOTIFY_CONNECTION,
+        ds_conn_guard_notify, s->guard, MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)cfg->idle_timeout_s,
+        MHD_OPTION_CONNECTION_LIMIT, (unsigned)(cfg->max_connections + DS_CONN_RESERVE), MHD_OPTION_END);
     if (!d) {
+        ds_conn_guard_free(s->guard);
         fprintf(stderr, "deltaserve serve: cannot start the HTTP server on %s:%d\n", cfg->host, port);
         close(fd);
         ds_model_close(s->file);
@@ -404,13 +426,23 @@ int ds_server_run(const ds_server_config *cfg) {
     fprintf(stderr, "deltaserve serve: %s: draining %d request(s)\n", sig == SIGTERM ? "SIGTERM" : "SIGINT",
             atomic_load(&s->in_flight));
     double t0 = ds_server_now();
-    while (atomic_load(&s->in_flight) > 0 && ds_server_now() - t0 < cfg->drain_timeout_s) usleep(10000);
+    int again = 0;   /* a second signal: whoever sent it wants the process gone now */
+    while (!again && atomic_load(&s->in_flight) > 0 && ds_server_now() - t0 < cfg->drain_timeout_s) {
+        struct timespec tick = {.tv_nsec = 10 * 1000000L};
+        int got = sigtimedwait(&sigs, NULL, &tick);
+        if (got == SIGTERM || got == SIGINT) again = got;
+    }
     if (atomic_load(&s->in_flight) > 0) {
         /* out of patience, but not silent: every request still running ends with an error its
          * client sees (an SSE error event, or a 500 before the headers) */
-        fprintf(stderr, "deltaserve serve: drain timed out: ending %d request(s) with an error\n",
-                atomic_load(&s->in_flight));
-        ds_engine_fail_all(s->eng, "the server is shutting down: the drain timeout passed before this request ended");
+        if (again)
+            fprintf(stderr, "deltaserve serve: %s again: ending %d request(s) now with an error\n",
+                    again == SIGTERM ? "SIGTERM" : "SIGINT", atomic_load(&s->in_flight));
+        else
+            fprintf(stderr, "deltaserve serve: drain timed out: ending %d request(s) with an error\n",
+                    atomic_load(&s->in_flight));
+        ds_engine_fail_all(s->eng, again ? "the server is shutting down: stopped by a second signal during the drain"
+                                         : "the server is shutting down: the drain timeout passed before this request ended");
         double t1 = ds_server_now();
         while (atomic_load(&s->in_flight) > 0 && ds_server_now() - t1 < 10.0) usleep(10000);
         if (atomic_load(&s->in_flight) > 0) fprintf(stderr, "deltaserve serve: %d request(s) did not end\n",
@@ -418,6 +450,8 @@ int ds_server_run(const ds_server_config *cfg) {
     }
 out:
     MHD_stop_daemon(d);
+    ds_conn_guard_free(s->guard);
+    s->guard = NULL;
     if (engine_started) {
         ds_engine_stop(s->eng);
         pthread_join(engine_thread, NULL);

@@ -211,8 +211,15 @@ ds_filter_result ds_json_constraint_filter(void *user, const int32_t *generated,
         if (!c->reasoning.open && !ds_json_feed(&c->st, b + used, len - used)) c->broken = 1;
     }
     if (c->broken) return DS_FILTER_DONE;
-    if (c->reasoning.open) return DS_FILTER_FREE;
     int any = 0;
+    if (c->reasoning.open) {
+        /* free text, but the end token would end the answer before its JSON began: only </think>
+         * leads out of the reasoning */
+        memset(allowed, 1, (size_t)n_vocab);
+        for (int i = 0; i < c->n_end; i++)
+            if (c->end_ids[i] >= 0 && c->end_ids[i] < n_vocab) allowed[c->end_ids[i]] = 0, any = 1;
+        return any ? DS_FILTER_MASK : DS_FILTER_FREE;
+    }
     if (c->st.mode == M_DONE) {
         for (int i = 0; i < c->n_end; i++)
             if (c->end_ids[i] >= 0 && c->end_ids[i] < n_vocab) allowed[c->end_ids[i]] = 1, any = 1;

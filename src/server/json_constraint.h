@@ -6,7 +6,8 @@
  * escapes, numbers, true / false / null, nesting up to DS_JSON_MAX_DEPTH,
  * at most DS_JSON_MAX_SPACE whitespace bytes in a row), and, once the object
  * is closed, only the model's end tokens. A reasoning part the prompt opened
- * is left free until its </think>. An answer cut by max_tokens is a prefix. */
+ * is left free until its </think>, except for the end tokens: an answer never
+ * ends inside its reasoning. An answer cut by max_tokens is a prefix. */
 #ifndef DS_JSON_CONSTRAINT_H
 #define DS_JSON_CONSTRAINT_H
 

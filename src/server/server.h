@@ -24,7 +24,9 @@ typedef struct {
     int n_threads;                /* compute threads (0: one per core) */
     int ctx;                      /* 0: the model's trained context */
     size_t max_body_bytes;        /* larger bodies get 413 */
-    int max_connections;          /* open connections (one thread each); more are closed at once */
+    int max_connections;          /* open connections (one thread each); past it the longest idle one is closed */
+    int idle_timeout_s;           /* a connection with nothing coming in this long is closed */
+    double header_timeout_s;      /* a request's headers must be complete this long after its first byte */
     /* test hooks: the chosen engine requests (one per choice, counted from 1)
      * get a fault (ds_request_params.fault) */
     int fault_after;              /* > 0: the Nth request's model call fails */

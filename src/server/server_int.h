@@ -33,6 +33,7 @@ typedef struct ds_server {
     atomic_int in_flight;          /* completion requests not yet freed */
     atomic_ullong n_requests;      /* completion requests submitted (fault hook) */
     ds_metrics metrics;
+    struct ds_conn_guard *guard;   /* closes slow and idle connections (conn_guard.h) */
 } ds_server;
 
 double ds_server_now(void);

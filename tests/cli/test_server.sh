@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # End-to-end checks of `deltaserve serve`: starts real servers on 127.0.0.1
 # (free ports) with the tiny model and runs tests/server/e2e.mjs (the official
-# openai client plus raw HTTP) against them in six modes: main, queue (429),
+# openai client plus raw HTTP) against them in these modes: main, queue (429),
 # fault (engine failures), fault-phase (one request of a busy batch fails in a
 # prefill, decode or verify step), fault-draft (a failed MTP draft call is
-# counted, not fatal) and drain (SIGTERM). Prints ok/FAIL lines and
+# counted, not fatal), drain (SIGTERM), drain-timeout and drain-again
+# (a second SIGTERM). Prints ok/FAIL lines and
 # "RESULT passed=N failed=M". Env: DS_BIN, DS_TMP, DS_ROOT (tests/run.sh).
 set -u
 : "${DS_BIN:?}" "${DS_TMP:?}" "${DS_ROOT:?}"
@@ -90,16 +91,17 @@ if start queue --max-queue 1 --max-running 1 --no-prefix-cache; then
     suite queue
     stop queue
 fi
-# --max-connections: three idle clients hold every connection; a fourth is closed unanswered,
-# and once they leave the server answers again
+# --max-connections 3: a fourth client gets in by closing the oldest idle one; with three streams
+# running, /health is still answered (from the reserve) and a new completion gets 503
 if start conn --max-connections 3; then
-    out=$(/usr/bin/python3 - "$port" <<'PY'
+    out=$(timeout 120 /usr/bin/python3 - "$port" "$key" <<'PY'
 import socket, sys, time
-port = int(sys.argv[1])
-def get():
-    s = socket.create_connection(("127.0.0.1", port))
-    s.settimeout(10)
-    s.sendall(b"GET /health HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n")
+port, key = int(sys.argv[1]), sys.argv[2]
+def get(path, body=None):
+    s = socket.create_connection(("127.0.0.1", port), timeout=10)
+    head = "%s %s HTTP/1.1\r\nHost: t\r\nConnection: close\r\nAuthorization: Bearer %s\r\n" % ("POST" if body else "GET", path, key)
+    if body: head += "Content-Type: application/json\r\nContent-Length: %d\r\n" % len(body)
+    s.sendall(head.encode() + b"\r\n" + (body or b""))
     data = b""
     try:
         while True:
@@ -109,23 +111,52 @@ def get():
     except (ConnectionResetError, socket.timeout):
         pass
     s.close()
-    return data
+    return data[:12]
+def closed(s):
+    s.settimeout(10)
+    try: return s.recv(1) == b""
+    except ConnectionResetError: return True
+    except socket.timeout: return False
 idle = [socket.create_connection(("127.0.0.1", port)) for _ in range(3)]
-over = get()
+time.sleep(0.3)
+fourth = get("/health")
+oldest = closed(idle[0])
 for s in idle: s.close()
-after = b""
-for _ in range(100):
-    after = get()
-    if after.startswith(b"HTTP/1.1 200"): break
-    time.sleep(0.05)
-print("over=%r after=%r" % (over[:12], after[:12]))
+streams = []
+for i in range(3):
+    s = socket.create_connection(("127.0.0.1", port), timeout=10)
+    body = b'{"prompt": "x", "max_tokens": 4000, "ignore_eos": true, "stream": true}'
+    s.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: t\r\nAuthorization: Bearer " + key.encode() +
+              b"\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n" % len(body) + body)
+    s.recv(12)   # the stream has begun: this connection is busy
+    streams.append(s)
+probe = get("/health")
+# connections the server has not finished closing yet count as idle ones a newcomer may replace:
+# once they are gone, work on a reserve connection is refused
+for _ in range(50):
+    work = get("/v1/completions", b'{"prompt": "x", "max_tokens": 1}')
+    if work != b"HTTP/1.1 200": break
+    time.sleep(0.1)
+for s in streams: s.close()
+print("fourth=%r oldest_closed=%s probe=%r work=%r" % (fourth, oldest, probe, work))
 PY
 )
     case "$out" in
-        "over=b'' after=b'HTTP/1.1 200'") ok "--max-connections: one over the limit is closed, then served again" ;;
+        "fourth=b'HTTP/1.1 200' oldest_closed=True probe=b'HTTP/1.1 200' work=b'HTTP/1.1 503'")
+            ok "--max-connections: a new client closes the oldest idle one; busy, probes still answered" ;;
         *) bad "--max-connections" "$out" ;;
     esac
     stop conn
+fi
+# 300 idle and 20 slow (slowloris) clients: probes and requests answered, the idle and slow
+# connections closed at --idle-timeout and --header-timeout
+if start flood --idle-timeout 4 --header-timeout 3; then
+    out=$(timeout 120 /usr/bin/python3 "$DS_ROOT/tests/cli/conn_flood.py" "$port" "$key" 4 3 2>&1)
+    echo "$out" | grep -E '^(ok|FAIL|#) '
+    line=$(echo "$out" | grep -E '^RESULT passed=[0-9]+ failed=[0-9]+$' | tail -n 1)
+    if [ -z "$line" ]; then bad "conn_flood.py" "no RESULT line: $(echo "$out" | tail -n 3)"
+    else p=${line#RESULT passed=}; p=${p%% *}; f=${line##*failed=}; passed=$((passed + p)) failed=$((failed + f)); fi
+    stop flood
 fi
 if DS_FAULT_EVERY=1 DS_FAULT_AT_TOKEN=3 start fault; then
     suite fault
@@ -158,6 +189,15 @@ if start drain-timeout --drain-timeout 0.05; then
     if kill -0 "$pid" 2>/dev/null; then bad "drain timeout: server exits" "still running"; kill -9 "$pid"
     else wait "$pid"; rc=$?; [ "$rc" -eq 0 ] && ok "drain timeout: server exits 0 once every request ended visibly" || bad "drain timeout: server exits 0" "exit $rc"; fi
     grep -q "drain timed out: ending 1 request(s) with an error" "$DS_TMP/server-drain-timeout.log" && ok "drain timeout: the log says how many requests were ended" || bad "drain timeout log" "$(tail -n 3 "$DS_TMP/server-drain-timeout.log")"
+fi
+# a second SIGTERM during the drain: the running stream ends with its error event and the process
+# exits 0 at once, long before --drain-timeout
+if start drain-again --drain-timeout 600; then
+    suite drain-again
+    for _ in $(seq 1 100); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+    if kill -0 "$pid" 2>/dev/null; then bad "second SIGTERM: server exits" "still running"; kill -9 "$pid"
+    else wait "$pid"; rc=$?; [ "$rc" -eq 0 ] && ok "second SIGTERM: server exits 0 once every request ended visibly" || bad "second SIGTERM: server exits 0" "exit $rc"; fi
+    grep -q "SIGTERM again: ending 1 request(s) now with an error" "$DS_TMP/server-drain-again.log" && ok "second SIGTERM: the log says so" || bad "second SIGTERM log" "$(tail -n 3 "$DS_TMP/server-drain-again.log")"
 fi
 # the default model next to the binary (what `make run` serves)
 if [ -f "$(dirname "$DS_BIN")/models/default.gguf" ]; then

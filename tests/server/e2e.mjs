@@ -5,7 +5,8 @@
 //      "drain" (SIGTERM DS_SERVER_PID while a stream runs), "fault-phase" (DS_FAULT_EVERY=3
 //      DS_FAULT_PHASE=$DS_FAULT_PHASE: requests 3 and 6 fail in a prefill, decode or verify step
 //      while other requests run), "fault-draft" (DS_FAULT_EVERY=1 DS_FAULT_PHASE=draft: each
-//      request's first MTP draft call fails, which fails no request but shows in /metrics).
+//      request's first MTP draft call fails, which fails no request but shows in /metrics),
+//      "drain-timeout" and "drain-again" (SIGTERM past --drain-timeout, a second SIGTERM during the drain).
 // Prints "ok NAME" / "FAIL NAME: why" lines and "RESULT passed=N failed=M".
 import OpenAI from 'openai';
 import http from 'node:http';
@@ -228,6 +229,46 @@ async function mainSuite() {
     const rc = await raw('POST', '/v1/completions', { model: MODEL, prompt: 'JSON:', max_tokens: 40, seed: 2,
       response_format: { type: 'json_object' } }, auth);
     check(rc.status === 200 && JSON.parse(rc.body).choices[0].text.trimStart().startsWith('{'), `completions: ${rc.body.slice(0, 200)}`);
+  });
+  await t('response_format json_object with thinking on: the end token waits for </think> and a whole object', async () => {
+    // the first request is issue 12's: with the end token allowed inside the reasoning it ended
+    // "stop" after 202 reasoning tokens with no JSON at all
+    const reqs = [{ messages: [{ role: 'user', content: 'x' }], seed: 3 }];
+    for (const content of ['x', 'hi', 'Hello']) for (let seed = 0; seed < 6; seed++) reqs.push({ messages: [{ role: 'user', content }], seed });
+    const rs = await Promise.all(reqs.map((r) => raw('POST', '/v1/chat/completions',
+      { model: MODEL, ...r, response_format: { type: 'json_object' }, max_tokens: 300 }, auth)));
+    rs.forEach((r, i) => {
+      const what = `${JSON.stringify(reqs[i].messages[0].content)} seed ${reqs[i].seed}`;
+      check(r.status === 200, `${what}: ${r.status} ${r.body.slice(0, 200)}`);
+      const j = JSON.parse(r.body), c = j.choices[0];
+      if (c.finish_reason === 'stop') {
+        let o = null;
+        try { o = JSON.parse(c.message.content); } catch (e) { check(false, `${what}: ${e.message}: ${JSON.stringify(c.message.content).slice(0, 100)}, usage ${JSON.stringify(j.usage)}`); }
+        check(o !== null && typeof o === 'object' && !Array.isArray(o), `${what}: not an object`);
+      } else {
+        check(c.finish_reason === 'length' && j.usage.completion_tokens === 300, `${what}: ${c.finish_reason} ${JSON.stringify(j.usage)}`);
+      }
+    });
+  });
+  await t('streaming: whitespace goes out token by token without tools or stop strings, not with the next text or the finish', async () => {
+    // json_object with thinking off: these seeds begin with whitespace tokens (seed 1: nothing
+    // else within 8 tokens). Each delta carries the logprobs of the tokens that made it, so a delta
+    // held back shows as one chunk with several tokens' entries.
+    for (const seed of [1, 3]) {
+      const r = await streamRaw('/v1/chat/completions', { model: MODEL, messages: [{ role: 'user', content: 'hi' }], max_tokens: 8,
+        seed, logprobs: true, stream: true, response_format: { type: 'json_object' }, chat_template_kwargs: { enable_thinking: false } }).end;
+      check(r.status === 200, `seed ${seed}: ${r.status}`);
+      const chunks = r.events.filter((e) => e.data !== '[DONE]').map((e) => JSON.parse(e.data)).map((c) => c.choices[0]);
+      const content = chunks.filter((c) => c.delta.content);
+      const lead = [];
+      for (const c of content) { if (c.delta.content.trim()) break; lead.push(c); }
+      check(lead.length >= 2, `seed ${seed}: leading whitespace in ${lead.length} delta(s): ${JSON.stringify(content.slice(0, 3))}`);
+      for (const c of lead) {
+        const toks = (c.logprobs && c.logprobs.content) || [];
+        check(toks.length === 1 && toks[0].token === c.delta.content,
+          `seed ${seed}: delta ${JSON.stringify(c.delta.content)} went out with ${JSON.stringify(toks.map((x) => x.token))}`);
+      }
+    }
   });
   await t('prefix cache: a repeated long prompt reports cached tokens', async () => {
     const long = 'lorem ipsum dolor sit amet '.repeat(40);
@@ -608,11 +649,38 @@ async function faultDraftSuite() {
   });
 }
 
+// A second SIGTERM during the drain stops now: the running stream ends with an error event that
+// says so (not a cut connection, not a wait for --drain-timeout, which test_server.sh sets long).
+async function drainAgainSuite() {
+  const pid = Number(process.env.DS_SERVER_PID);
+  await t('a second SIGTERM during the drain: the running stream ends now with an error event', async () => {
+    const s = streamRaw('/v1/completions', { model: MODEL, prompt: 'x', max_tokens: 4000, ignore_eos: true, stream: true,
+      temperature: 1, seed: 2 });
+    await s.started;
+    process.kill(pid, 'SIGTERM');
+    // signals of one kind do not queue: the second must come after the server took the first
+    let h;
+    for (let i = 0; i < 400; i++) {
+      h = await raw('GET', '/health');
+      if (h.status === 503) break;
+      await sleep(5);
+    }
+    check(h.status === 503, `health ${h.status}`);
+    process.kill(pid, 'SIGTERM');
+    const r = await s.end;
+    check(r.status === 200, `status ${r.status}`);
+    const err = r.events.filter((e) => e.event === 'error');
+    check(err.length === 1 && JSON.parse(err[0].data).error.message.includes('second signal'), `events: ${r.body.slice(-300)}`);
+    check(!r.events.some((e) => e.data === '[DONE]'), '[DONE] after the error');
+  });
+}
+
 if (MODE === 'main') { await mainSuite(); await outcomesAddUp('metrics: started = success + aborts + rejected + failed'); }
 else if (MODE === 'queue') { await queueSuite(); await outcomesAddUp('metrics: outcomes add up after 429s'); }
 else if (MODE === 'fault') { await faultSuite(); await outcomesAddUp('metrics: outcomes add up after engine failures'); }
 else if (MODE === 'drain') await drainSuite();
 else if (MODE === 'drain-timeout') await drainTimeoutSuite();
 else if (MODE === 'fault-draft') { await faultDraftSuite(); await outcomesAddUp('metrics: outcomes add up after a failed draft'); }
+else if (MODE === 'drain-again') await drainAgainSuite();
 else if (MODE === 'fault-phase') { await faultPhaseSuite(); await outcomesAddUp('metrics: outcomes add up after faults in a busy batch'); }
 console.log(`RESULT passed=${passed} failed=${failed}`);

@@ -8,7 +8,7 @@
  * through the filter on the generated vocabulary and the real Qwen3
  * tokenizer.json pick allowed tokens (leaning towards closing ones as they
  * go) until only the end tokens are left: Python's json.loads must then give
- * an object for every text. Reasoning stays free until </think>; control
+ * an object for every text. Reasoning stays free until </think>, but for the end token; control
  * tokens never pass. */
 #include <cjson/cJSON.h>
 #include <math.h>
@@ -171,13 +171,14 @@ static int walk(const ds_tokenizer *tok, const uint8_t *plain, int n_vocab, int 
             *close = malloc((size_t)n_vocab * sizeof *close);
     char *text = malloc(MAX_WALK * 64);
     size_t tn = 0;
-    int n = 0, ok = 0, think = in_reasoning ? 3 : 0;
+    int n = 0, ok = 0, think = in_reasoning ? 3 : -1;
     int32_t think_end = ds_tokenizer_find(tok, "</think>");
     while (n < MAX_WALK - 1) {
         memset(allowed, 0, (size_t)n_vocab);
         ds_filter_result f = ds_json_constraint_filter(&c, gen, n, allowed, n_vocab);
-        if (f == DS_FILTER_FREE) {
-            CHECK(think > 0 || n > 0, "free outside the reasoning");
+        if (think >= 0) { /* inside the reasoning: anything but the end token, which would end it with no JSON */
+            CHECK(f == DS_FILTER_MASK && !allowed[end_ids[0]] && allowed[think_end] && allowed[70],
+                  "inside the reasoning (%d tokens in): filter %d, end token allowed %d", n, (int)f, allowed[end_ids[0]]);
             gen[n++] = think-- > 0 ? 70 + (int32_t)(rnd() % 10) : think_end;
             continue;
         }

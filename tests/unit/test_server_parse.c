@@ -116,6 +116,54 @@ static void test_tool_calls(void) {
     sink_free(&k);
 }
 
+/* Streaming sends what is decided at once (issue 12): only text that could still begin a tool
+ * call, a stop string or a reasoning tag waits. Whitespace-only pieces of an answer without tools
+ * came out with the next non-space text, or with the finish chunk when there was none. */
+static void test_nothing_held_without_reason(void) {
+    static const char *const pieces[] = {" ", "\n", "  ", "\t\n", "x", " ", "\n\n"};
+    sink k = {0};
+    ds_chat_parser p;
+    ds_chat_parser_init(&p, 0, 0);
+    size_t want = 0;
+    for (int i = 0; i < 7; i++) {
+        ds_chat_parser_feed(&p, pieces[i], strlen(pieces[i]), on_part, &k);
+        want += strlen(pieces[i]);
+        CHECK(k.content.n == want, "no tools: after piece %d, %zu of %zu bytes out", i, k.content.n, want);
+    }
+    ds_chat_parser_finish(&p, on_part, &k);
+    CHECK(!strcmp(S(&k.content), " \n  \t\nx \n\n"), "'%s'", S(&k.content));
+    ds_chat_parser_free(&p);
+    sink_free(&k);
+    /* after the reasoning: the newlines right after </think> are dropped, then spaces pass */
+    ds_chat_parser_init(&p, 1, 0);
+    ds_chat_parser_feed(&p, "r</thi", 6, on_part, &k);
+    CHECK(!strcmp(S(&k.reasoning), "r"), "a partial </think> waits: '%s'", S(&k.reasoning));
+    ds_chat_parser_feed(&p, "nk>\n\n", 5, on_part, &k);
+    ds_chat_parser_feed(&p, " ", 1, on_part, &k);
+    CHECK(!strcmp(S(&k.reasoning), "r") && !strcmp(S(&k.content), " "), "'%s' '%s'", S(&k.reasoning), S(&k.content));
+    ds_chat_parser_free(&p);
+    sink_free(&k);
+    /* with tools whitespace may precede a call (and is dropped before one): it waits */
+    ds_chat_parser_init(&p, 0, 1);
+    ds_chat_parser_feed(&p, "  ", 2, on_part, &k);
+    CHECK(k.content.n == 0, "with tools, whitespace waits: '%s'", S(&k.content));
+    ds_chat_parser_feed(&p, "a <tool", 7, on_part, &k);
+    CHECK(!strcmp(S(&k.content), "  a "), "'%s'", S(&k.content));
+    ds_chat_parser_finish(&p, on_part, &k);
+    ds_chat_parser_free(&p);
+    sink_free(&k);
+    /* stop strings: only what could begin one waits */
+    char *stops[] = {"END"};
+    ds_stop_filter f;
+    ds_stop_filter_init(&f, stops, 1);
+    ds_stop_filter_feed(&f, "  \n", 3, on_text, &k);
+    CHECK(!strcmp(S(&k.content), "  \n"), "'%s'", S(&k.content));
+    ds_stop_filter_feed(&f, " E", 2, on_text, &k);
+    CHECK(!strcmp(S(&k.content), "  \n "), "'%s'", S(&k.content));
+    ds_stop_filter_free(&f);
+    sink_free(&k);
+}
+
 static int parse(const char *body, ds_oai_kind kind, ds_oai_request *r, ds_oai_error *err) {
     return ds_oai_request_parse(body, strlen(body), kind, r, err);
 }
@@ -176,6 +224,7 @@ int main(void) {
     RUN(test_stop_filter);
     RUN(test_reasoning);
     RUN(test_tool_calls);
+    RUN(test_nothing_held_without_reason);
     RUN(test_request);
     RUN(test_metrics_label);
     return ds_test_finish();

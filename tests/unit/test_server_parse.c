@@ -11,7 +11,7 @@
 
 typedef struct {
     ds_sb content, reasoning, pieces;
-    cJSON *calls;
+    json_t *calls;
 } sink;
 
 static void on_text(void *u, const char *s, size_t n) {
@@ -21,11 +21,11 @@ static void on_text(void *u, const char *s, size_t n) {
     ds_sb_append(&k->pieces, s, n);
 }
 
-static void on_part(void *u, ds_part_kind kind, const char *s, size_t n, const cJSON *call) {
+static void on_part(void *u, ds_part_kind kind, const char *s, size_t n, const json_t *call) {
     sink *k = u;
     if (kind == DS_PART_TOOL_CALL) {
-        if (!k->calls) k->calls = cJSON_CreateArray();
-        cJSON_AddItemToArray(k->calls, cJSON_Duplicate(call, 1));
+        if (!k->calls) k->calls = json_array();
+        json_array_append_new(k->calls, json_deep_copy(call));
     } else {
         ds_sb_append(kind == DS_PART_REASONING ? &k->reasoning : &k->content, s, n);
     }
@@ -35,7 +35,7 @@ static void sink_free(sink *k) {
     ds_sb_free(&k->content);
     ds_sb_free(&k->reasoning);
     ds_sb_free(&k->pieces);
-    cJSON_Delete(k->calls);
+    json_decref(k->calls);
     memset(k, 0, sizeof *k);
 }
 
@@ -45,7 +45,7 @@ static void test_stop_filter(void) {
     char *stops[] = {"STOP", "xy"};
     ds_stop_filter f;
     sink k = {0};
-    ds_stop_filter_init(&f, stops, 2);
+    ds_stop_filter_init(&f, stops, NULL, 2);
     const char *parts[] = {"hello S", "T", "O", "x", " world ST", "OP tail"};
     int hit = 0;
     for (int i = 0; i < 6 && !hit; i++) {
@@ -57,7 +57,7 @@ static void test_stop_filter(void) {
     ds_stop_filter_free(&f);
     sink_free(&k);
     /* held text comes out at the end */
-    ds_stop_filter_init(&f, stops, 2);
+    ds_stop_filter_init(&f, stops, NULL, 2);
     ds_stop_filter_feed(&f, "abcST", 5, on_text, &k);
     CHECK(!strcmp(S(&k.content), "abc"), "%s", "");
     ds_stop_filter_finish(&f, on_text, &k);
@@ -97,13 +97,13 @@ static void test_tool_calls(void) {
                 "<parameter=days>\n3\n</parameter>\n</function>\n</tool_call>\n<tool_call>{\"name\": \"f\", \"arguments\": {\"a\": [1]}}</tool_call>",
                 1, 1, &k);
     CHECK(!strcmp(S(&k.content), "Let me look."), "%s", S(&k.content));  /* whitespace before a call is dropped */
-    REQUIRE(k.calls && cJSON_GetArraySize(k.calls) == 2, "%s", "");
-    cJSON *c0 = cJSON_GetArrayItem(k.calls, 0), *c1 = cJSON_GetArrayItem(k.calls, 1);
-    CHECK(!strcmp(cJSON_GetObjectItem(c0, "name")->valuestring, "get_weather"), "%s", "");
-    CHECK(!strcmp(cJSON_GetObjectItem(c0, "arguments")->valuestring, "{\"city\":\"Paris\",\"days\":3}"), "%s",
-          cJSON_GetObjectItem(c0, "arguments")->valuestring);
-    CHECK(!strcmp(cJSON_GetObjectItem(c1, "name")->valuestring, "f"), "%s", "");
-    CHECK(!strcmp(cJSON_GetObjectItem(c1, "arguments")->valuestring, "{\"a\":[1]}"), "%s", "");
+    REQUIRE(k.calls && json_array_size(k.calls) == 2, "%s", "");
+    json_t *c0 = json_array_get(k.calls, 0), *c1 = json_array_get(k.calls, 1);
+    CHECK(!strcmp(json_string_value(json_object_get(c0, "name")), "get_weather"), "%s", "");
+    CHECK(!strcmp(json_string_value(json_object_get(c0, "arguments")), "{\"city\":\"Paris\",\"days\":3}"), "%s",
+          json_string_value(json_object_get(c0, "arguments")));
+    CHECK(!strcmp(json_string_value(json_object_get(c1, "name")), "f"), "%s", "");
+    CHECK(!strcmp(json_string_value(json_object_get(c1, "arguments")), "{\"a\":[1]}"), "%s", "");
     sink_free(&k);
     /* malformed and unclosed calls come back as content */
     parse_bytes("a<tool_call>\n<function=x\n</tool_call>b<tool_call>{\"name\": 1}", 0, 1, &k);
@@ -128,7 +128,7 @@ static void test_request(void) {
                   "\"n\":2,\"seed\":4,\"logprobs\":true,\"top_logprobs\":3}",
                   DS_OAI_CHAT, &r, &err) == 0, "%s", err.message);
     CHECK(r.max_tokens == 9 && r.n == 2 && r.seed_given && r.sampling.seed == 4 && r.n_stop == 1 && r.top_logprobs == 3, "%s", "");
-    CHECK(!strcmp(cJSON_GetObjectItem(cJSON_GetArrayItem(r.messages, 0), "content")->valuestring, "ab"), "%s", "");
+    CHECK(!strcmp(json_string_value(json_object_get(json_array_get(r.messages, 0), "content")), "ab"), "%s", "");
     ds_oai_request_free(&r);
     struct { const char *body; const char *param; } bad[] = {
         {"{\"messages\":[]}", "messages"},

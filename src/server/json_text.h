@@ -6,7 +6,8 @@
  * and escapes of lone surrogates (\uD83D without its pair) become U+FFFD, the
  * repair rule of tokenizer/utf8.h; nesting is limited to DS_JSON_TEXT_MAX_DEPTH
  * and a body past it is refused with a message that says the limit. A parse
- * failure names the line, column and byte offset in the body as sent.
+ * failure names the line, column and byte offset (of the last byte of the
+ * token it stopped at) in the body as sent.
  *
  * Writing: compact, keys in insertion order, '/' not escaped, U+0000 as
  * \u0000; a real is written with 15 significant digits when every real of

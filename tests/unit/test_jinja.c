@@ -103,6 +103,9 @@ static void test_filters_and_methods(void) {
     EXPECT("{{ d | tojson }}|{{ xs | join('-') }}|{{ xs | length }}|{{ xs | first }}|{{ xs | last }}|{{ xs | reverse | list }}",
            CTX, "{\"a\": 1, \"b\": [true, null]}|1-2-3|3|1|3|[3, 2, 1]");
     EXPECT("{{ xs | tojson(indent=2) }}", CTX, "[\n  1,\n  2,\n  3\n]");
+    /* U+0000 from the context is kept, and tojson writes it as Python's json.dumps does */
+    EXPECT("{{ s | tojson }}|{{ s | length }}|{{ d | tojson }}", "{\"s\": \"a\\u0000b\", \"d\": {\"k\": \"x\\u0000\"}}",
+           "\"a\\u0000b\"|3|{\"k\": \"x\\u0000\"}");
     EXPECT("{{ d | tojson(separators=(',', ':')) }}|{{ '\xc3\xa9' | tojson(ensure_ascii=true) }}", CTX,
            "{\"a\":1,\"b\":[true,null]}|\"\\u00e9\"");
     EXPECT("{{ undefined_x | default('dflt') }}|{{ '' | default('e', true) }}|{{ '42' | int }}|{{ '2.5' | float }}|{{ -2 | abs }}",

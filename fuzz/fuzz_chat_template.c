@@ -12,8 +12,8 @@
 #include <string.h>
 
 #include "fuzz.h"
-#include "server/json_text.h"
 #include "server/jinja.h"
+#include "server/json_text.h"
 #include "tokenizer/default_chat_template.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);

@@ -13,8 +13,8 @@
 #include <string.h>
 
 #include "fuzz.h"
-#include "server/json_text.h"
 #include "server/jinja.h"
+#include "server/json_text.h"
 #include "server/openai_request.h"
 #include "server/openai_response.h"
 #include "tokenizer/default_chat_template.h"

@@ -10,8 +10,8 @@
 #include <string.h>
 
 #include "fuzz.h"
-#include "server/json_text.h"
 #include "server/chat_parser.h"
+#include "server/json_text.h"
 #include "server/stop_filter.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);

@@ -30,9 +30,9 @@
 #include <string.h>
 
 #include "cli/args.h"
-#include "server/json_text.h"
 #include "cli/commands.h"
 #include "cli/http_client.h"
+#include "server/json_text.h"
 
 static void usage(FILE *f) {
     fprintf(f,

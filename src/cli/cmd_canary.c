@@ -19,9 +19,9 @@
 #include <string.h>
 
 #include "cli/args.h"
-#include "server/json_text.h"
 #include "cli/commands.h"
 #include "cli/http_client.h"
+#include "server/json_text.h"
 
 #define MAX_BODY (8u << 20)
 

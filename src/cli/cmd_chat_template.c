@@ -9,11 +9,11 @@
 #include <sys/stat.h>
 
 #include "cli/args.h"
-#include "server/json_text.h"
 #include "cli/commands.h"
 #include "common/mapped_file.h"
 #include "loading/model_file.h"
 #include "server/jinja.h"
+#include "server/json_text.h"
 
 #define MAX_INPUT ((size_t)1 << 30)
 

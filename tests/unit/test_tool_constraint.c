@@ -15,8 +15,8 @@
 #include <string.h>
 #include <time.h>
 
-#include "server/tool_constraint.h"
 #include "server/json_text.h"
+#include "server/tool_constraint.h"
 #include "testing.h"
 #include "test_tokenizers.h"
 

@@ -9,7 +9,7 @@
 CC      ?= gcc
 BUILD   ?= build
 SAN     ?= 0
-PKGS    := libcjson jansson libpcre2-8 libutf8proc libmicrohttpd libcurl
+PKGS    := jansson libpcre2-8 libutf8proc libmicrohttpd libcurl
 CFLAGS_BASE := -std=c17 -D_GNU_SOURCE -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes \
                -Wno-unused-parameter -fno-strict-aliasing -g -Isrc \
                $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
@@ -20,7 +20,7 @@ else
   OPT   := -O2
 endif
 CFLAGS  := $(CFLAGS_BASE) $(OPT) $(EXTRA_CFLAGS)
-LDLIBS  := $(shell pkg-config --libs $(PKGS) 2>/dev/null || echo -lcjson) -lm -lpthread
+LDLIBS  := $(shell pkg-config --libs $(PKGS) 2>/dev/null || echo -ljansson) -lm -lpthread
 LDFLAGS := $(OPT)
 
 LAYERS  := common kernels loading tokenizer model engine server

@@ -13,6 +13,7 @@
 
 #include "fuzz.h"
 #include "server/jinja.h"
+#include "server/json_text.h"
 #include "tokenizer/default_chat_template.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
@@ -29,16 +30,16 @@ static const char *CT_CTX =
     " \"n\": 3, \"s\": \" Hi \", \"xs\": [1, 2.5, \"x\"], \"d\": {\"a\": 1}}";
 
 static ds_jinja *ct_default;
-static cJSON *ct_ctx;
+static json_t *ct_ctx;
 
 static void ct_init(void) {
     ds_err e = {0};
     if (ds_jinja_compile(DS_DEFAULT_CHAT_TEMPLATE, &ct_default, &e) != DS_OK) FUZZ_FAIL("default template: %s", e.msg);
-    ct_ctx = cJSON_Parse(CT_CTX);
+    ct_ctx = ds_json_parse(CT_CTX, strlen(CT_CTX), NULL, 0);
     if (!ct_ctx) FUZZ_FAIL("context JSON");
 }
 
-static void ct_render(const ds_jinja *t, const cJSON *ctx) {
+static void ct_render(const ds_jinja *t, const json_t *ctx) {
     ds_jinja_limits lim = fuzz_template_limits();
     char *out = NULL;
     size_t len = 0;
@@ -54,24 +55,23 @@ static void ct_render(const ds_jinja *t, const cJSON *ctx) {
     }
 }
 
-static cJSON *ct_messages(const uint8_t *data, size_t size) {
+static json_t *ct_messages(const uint8_t *data, size_t size) {
     static const char *roles[] = {"system", "user", "assistant", "tool", "user", "assistant"};
-    cJSON *ctx = cJSON_CreateObject(), *msgs = cJSON_AddArrayToObject(ctx, "messages");
-    cJSON_AddBoolToObject(ctx, "add_generation_prompt", 1);
+    json_t *ctx = json_object(), *msgs = json_array();
+    json_object_set_new(ctx, "messages", msgs);
+    json_object_set_new(ctx, "add_generation_prompt", json_boolean(1));
     size_t start = 0;
     for (int i = 0; start <= size && i < 16; i++) {
         const uint8_t *z = size > start ? memchr(data + start, 0, size - start) : NULL;
         size_t end = z ? (size_t)(z - data) : size;
-        char *content = malloc(end - start + 1);
-        if (!content) break;
-        memcpy(content, data + start, end - start);
-        content[end - start] = 0;
-        cJSON *m = cJSON_CreateObject();
-        cJSON_AddStringToObject(m, "role", roles[i % 6]);
-        cJSON_AddStringToObject(m, (i % 6 == 5) ? "reasoning_content" : "content", content);
-        if (i % 6 == 5) cJSON_AddStringToObject(m, "content", content);
-        cJSON_AddItemToArray(msgs, m);
-        free(content);
+        /* any bytes, unchecked: the engine must cope with text that is not UTF-8 */
+        const char *content = (const char *)data + start;
+        size_t cn = end - start;
+        json_t *m = json_object();
+        json_object_set_new(m, "role", json_string(roles[i % 6]));
+        json_object_set_new(m, (i % 6 == 5) ? "reasoning_content" : "content", json_stringn_nocheck(content, cn));
+        if (i % 6 == 5) json_object_set_new(m, "content", json_stringn_nocheck(content, cn));
+        json_array_append_new(msgs, m);
         start = end + 1;
     }
     return ctx;
@@ -99,21 +99,21 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         }
         free(text);
     } else if (mode == 1) {
-        cJSON *ctx = ct_messages(data, size);
+        json_t *ctx = ct_messages(data, size);
         ct_render(ct_default, ctx);
-        cJSON_Delete(ctx);
+        json_decref(ctx);
     } else {
-        cJSON *j = cJSON_ParseWithLength((const char *)data, size);
+        json_t *j = ds_json_parse((const char *)data, size, NULL, 0);
         if (!j) return 0;
         if (mode == 2) {
             ct_render(ct_default, j);
         } else {
-            cJSON *ctx = cJSON_Duplicate(ct_ctx, 1);
+            json_t *ctx = json_deep_copy(ct_ctx);
             ds_err e = {0};
             if (ctx && ds_jinja_merge_kwargs(ctx, j, &e) == DS_OK) ct_render(ct_default, ctx);
-            cJSON_Delete(ctx);
+            json_decref(ctx);
         }
-        cJSON_Delete(j);
+        json_decref(j);
     }
     return 0;
 }

@@ -14,6 +14,7 @@
 
 #include "fuzz.h"
 #include "server/jinja.h"
+#include "server/json_text.h"
 #include "server/openai_request.h"
 #include "server/openai_response.h"
 #include "tokenizer/default_chat_template.h"
@@ -29,9 +30,9 @@ static void or_check_error(const ds_oai_error *err) {
     FUZZ_CHECK(body != NULL, "no error body");
     size_t n = strlen(body);
     FUZZ_CHECK(ds_utf8_valid_prefix((const uint8_t *)body, n) == n, "the error body is not UTF-8: %s", body);
-    cJSON *back = cJSON_Parse(body);
-    FUZZ_CHECK(cJSON_IsObject(cJSON_GetObjectItemCaseSensitive(back, "error")), "the error body does not parse back");
-    cJSON_Delete(back);
+    json_t *back = ds_json_parse(body, strlen(body), NULL, 0);
+    FUZZ_CHECK(json_is_object(json_object_get(back, "error")), "the error body does not parse back");
+    json_decref(back);
     free(body);
 }
 
@@ -41,7 +42,7 @@ static void or_check_request(const ds_oai_request *r, ds_oai_kind kind, int rend
     FUZZ_CHECK(r->n >= 1 && r->n <= DS_OAI_MAX_N, "n = %d", r->n);
     FUZZ_CHECK(r->max_tokens == -1 || (r->max_tokens >= 1 && r->max_tokens <= (1 << 30)), "max_tokens = %d", r->max_tokens);
     FUZZ_CHECK(r->n_stop >= 0 && r->n_stop <= DS_OAI_MAX_STOP, "%d stop strings", r->n_stop);
-    for (int i = 0; i < r->n_stop; i++) FUZZ_CHECK(r->stop[i] && r->stop[i][0], "stop string %d empty", i);
+    for (int i = 0; i < r->n_stop; i++) FUZZ_CHECK(r->stop[i] && r->stop_len[i], "stop string %d empty", i);
     FUZZ_CHECK(isfinite(sp->temperature) && sp->temperature >= 0 && sp->temperature <= 2, "temperature %g", sp->temperature);
     FUZZ_CHECK(sp->top_p > 0 && sp->top_p <= 1, "top_p %g", sp->top_p);
     FUZZ_CHECK(sp->min_p >= 0 && sp->min_p <= 1, "min_p %g", sp->min_p);
@@ -57,31 +58,23 @@ static void or_check_request(const ds_oai_request *r, ds_oai_kind kind, int rend
         FUZZ_CHECK(!r->messages, "messages in a completion");
         return;
     }
-    int n = cJSON_GetArraySize(r->messages);
-    FUZZ_CHECK(cJSON_IsArray(r->messages) && n >= 1 && n <= DS_OAI_MAX_MESSAGES, "%d messages", n);
-    const cJSON *m;
-    cJSON_ArrayForEach(m, r->messages) {
-        const cJSON *role = cJSON_GetObjectItemCaseSensitive(m, "role");
-        FUZZ_CHECK(cJSON_IsString(role), "a message without a role");
-        const char *rl = role->valuestring;
-        FUZZ_CHECK(!strcmp(rl, "system") || !strcmp(rl, "user") || !strcmp(rl, "assistant") || !strcmp(rl, "tool"),
-                   "role '%s' reaches the template", rl);
-        FUZZ_CHECK(cJSON_IsString(cJSON_GetObjectItemCaseSensitive(m, "content")), "content is not a string");
-        int n_role = 0, n_content = 0, n_calls = 0;
-        const cJSON *kv;
-        cJSON_ArrayForEach(kv, m) {
-            n_role += kv->string && !strcmp(kv->string, "role");
-            n_content += kv->string && !strcmp(kv->string, "content");
-            n_calls += kv->string && !strcmp(kv->string, "tool_calls");
-        }
-        FUZZ_CHECK(n_role == 1 && n_content == 1 && n_calls <= 1, "a message reaches the template with %d roles, "
-                   "%d contents, %d tool_calls", n_role, n_content, n_calls);
+    size_t n = json_array_size(r->messages), i;
+    FUZZ_CHECK(json_is_array(r->messages) && n >= 1 && n <= DS_OAI_MAX_MESSAGES, "%zu messages", n);
+    const json_t *m;
+    json_array_foreach(r->messages, i, m) {
+        const json_t *role = json_object_get(m, "role");
+        FUZZ_CHECK(json_is_string(role), "a message without a role");
+        FUZZ_CHECK(ds_json_str_is(role, "system") || ds_json_str_is(role, "user") || ds_json_str_is(role, "assistant") ||
+                   ds_json_str_is(role, "tool"), "role '%s' reaches the template", json_string_value(role));
+        FUZZ_CHECK(json_is_string(json_object_get(m, "content")), "content is not a string");
+        const json_t *calls = json_object_get(m, "tool_calls");
+        FUZZ_CHECK(!calls || json_is_array(calls), "tool_calls reach the template as something else than an array");
     }
     FUZZ_CHECK(r->tool_choice == DS_TOOLS_NONE || r->tool_choice == DS_TOOLS_AUTO || r->tools, "tool_choice without tools");
     FUZZ_CHECK(r->tool_choice != DS_TOOLS_NAMED || r->tool_name, "named tool_choice without a name");
     if (!render) return;
     ds_err e = {0};
-    cJSON *ctx = ds_oai_template_context(r, "<|im_end|>", &e);
+    json_t *ctx = ds_oai_template_context(r, "<|im_end|>", &e);
     if (!ctx) {
         FUZZ_CHECK(e.msg[0] != 0, "template context failed without a message");
         return;
@@ -96,7 +89,7 @@ static void or_check_request(const ds_oai_request *r, ds_oai_kind kind, int rend
     else
         FUZZ_CHECK(e.msg[0] != 0, "render failed without a message");
     free(out);
-    cJSON_Delete(ctx);
+    json_decref(ctx);
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {

@@ -11,6 +11,7 @@
 
 #include "fuzz.h"
 #include "server/chat_parser.h"
+#include "server/json_text.h"
 #include "server/stop_filter.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
@@ -34,11 +35,11 @@ static void ss_text(void *user, const char *s, size_t n) {
     a->n += n;
 }
 
-static void ss_part(void *user, ds_part_kind kind, const char *text, size_t n, const cJSON *call) {
+static void ss_part(void *user, ds_part_kind kind, const char *text, size_t n, const json_t *call) {
     size_t *total = user;
     if (kind == DS_PART_TOOL_CALL) {
         FUZZ_CHECK(call != NULL, "tool call part without a call");
-        char *j = cJSON_PrintUnformatted(call);
+        char *j = ds_json_dump(call);
         free(j);
     } else {
         if (n) {
@@ -70,7 +71,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
 
     /* the stop filter, fed chunk by chunk */
     ds_stop_filter f;
-    ds_stop_filter_init(&f, stops, n_stops);
+    ds_stop_filter_init(&f, stops, NULL, n_stops);
     ss_acc out = {0};
     int hit = 0;
     for (size_t i = 0; i < n && !hit; i += chunk) hit = ds_stop_filter_feed(&f, text + i, n - i < chunk ? n - i : chunk, ss_text, &out);

@@ -22,7 +22,7 @@
  * fails (transport error, HTTP status, malformed stream, no [DONE], an error
  * event, finish_reason other than stop/length, no text) is counted as failed
  * and reported with its reason; the exit code is 1 when any failed. */
-#include <cjson/cJSON.h>
+#include <jansson.h>
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -32,6 +32,7 @@
 #include "cli/args.h"
 #include "cli/commands.h"
 #include "cli/http_client.h"
+#include "server/json_text.h"
 
 static void usage(FILE *f) {
     fprintf(f,
@@ -134,41 +135,41 @@ static void on_event(void *ud, const char *event, const char *data, size_t len, 
         s->done++;
         return;
     }
-    cJSON *j = cJSON_ParseWithLength(data, len);
-    if (!cJSON_IsObject(j)) {
+    json_t *j = ds_json_parse(data, len, NULL, 0);
+    if (!json_is_object(j)) {
         if (s->non_json++ == 0) snprintf(s->err, sizeof s->err, "data is not a JSON object: %.120s", data);
-        cJSON_Delete(j);
+        json_decref(j);
         return;
     }
-    const cJSON *e = cJSON_GetObjectItemCaseSensitive(j, "error");
-    if (e && !cJSON_IsNull(e) && s->error_events++ == 0) {
-        const cJSON *m = cJSON_GetObjectItemCaseSensitive(e, "message");
-        snprintf(s->err, sizeof s->err, "error chunk: %.150s", cJSON_IsString(m) ? m->valuestring : "(no message)");
+    const json_t *e = json_object_get(j, "error");
+    if (e && !json_is_null(e) && s->error_events++ == 0) {
+        const json_t *m = json_object_get(e, "message");
+        snprintf(s->err, sizeof s->err, "error chunk: %.150s", json_is_string(m) ? json_string_value(m) : "(no message)");
     }
-    const cJSON *ch = cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(j, "choices"), 0);
+    const json_t *ch = json_array_get(json_object_get(j, "choices"), 0);
     if (ch) {
-        const cJSON *delta = cJSON_GetObjectItemCaseSensitive(ch, "delta");
-        const cJSON *c = delta ? cJSON_GetObjectItemCaseSensitive(delta, "content")
-                               : cJSON_GetObjectItemCaseSensitive(ch, "text"); /* completions chunk */
-        const cJSON *rc = cJSON_GetObjectItemCaseSensitive(delta, "reasoning_content");
-        if (!rc) rc = cJSON_GetObjectItemCaseSensitive(delta, "reasoning");
-        if ((cJSON_IsString(c) && c->valuestring[0]) || (cJSON_IsString(rc) && rc->valuestring[0])) {
+        const json_t *delta = json_object_get(ch, "delta");
+        const json_t *c = delta ? json_object_get(delta, "content")
+                               : json_object_get(ch, "text"); /* completions chunk */
+        const json_t *rc = json_object_get(delta, "reasoning_content");
+        if (!rc) rc = json_object_get(delta, "reasoning");
+        if (json_string_length(c) || json_string_length(rc)) {
             if (s->text_chunks++ == 0) s->t_first = t;
             else if (dvec_push(&s->itl, t - s->t_last)) s->oom = 1;
             s->t_last = t;
         }
-        const cJSON *fr = cJSON_GetObjectItemCaseSensitive(ch, "finish_reason");
-        if (fr && !cJSON_IsNull(fr) && s->finish_count++ == 0)
-            snprintf(s->finish, sizeof s->finish, "%s", cJSON_IsString(fr) ? fr->valuestring : "(not a string)");
+        const json_t *fr = json_object_get(ch, "finish_reason");
+        if (fr && !json_is_null(fr) && s->finish_count++ == 0)
+            snprintf(s->finish, sizeof s->finish, "%s", json_is_string(fr) ? json_string_value(fr) : "(not a string)");
     }
-    const cJSON *u = cJSON_GetObjectItemCaseSensitive(j, "usage");
-    if (cJSON_IsObject(u) && s->usage_count++ == 0) {
-        const cJSON *p = cJSON_GetObjectItemCaseSensitive(u, "prompt_tokens");
-        const cJSON *c = cJSON_GetObjectItemCaseSensitive(u, "completion_tokens");
-        s->usage_prompt = cJSON_IsNumber(p) ? (long)p->valuedouble : -1;
-        s->usage_completion = cJSON_IsNumber(c) ? (long)c->valuedouble : -1;
+    const json_t *u = json_object_get(j, "usage");
+    if (json_is_object(u) && s->usage_count++ == 0) {
+        const json_t *p = json_object_get(u, "prompt_tokens");
+        const json_t *c = json_object_get(u, "completion_tokens");
+        s->usage_prompt = json_is_number(p) ? (long)json_number_value(p) : -1;
+        s->usage_completion = json_is_number(c) ? (long)json_number_value(c) : -1;
     }
-    cJSON_Delete(j);
+    json_decref(j);
 }
 
 /* Why a finished request does not count as completed, or NULL when it does. */
@@ -280,24 +281,31 @@ static void add_failure(bench_result *res, const char *reason, const char *detai
     snprintf(res->fails[i].example, sizeof res->fails[i].example, "%s", detail);
 }
 
+/* a number for the JSON text: one that is not finite has no JSON form and is written as null */
+static json_t *num_json(double x) { return isfinite(x) ? json_real(x) : json_null(); }
+
 static char *request_body(const bench_opts *o, const char *prompt, long max_tokens, int ignore_eos) {
-    cJSON *r = cJSON_CreateObject();
-    if (o->model) cJSON_AddStringToObject(r, "model", o->model);
+    json_t *r = json_object();
+    if (o->model) json_object_set_new(r, "model", ds_json_text(o->model));
     if (o->completions) {
-        cJSON_AddStringToObject(r, "prompt", prompt);
+        json_object_set_new(r, "prompt", ds_json_text(prompt));
     } else {
-        cJSON *m = cJSON_CreateObject();
-        cJSON_AddStringToObject(m, "role", "user");
-        cJSON_AddStringToObject(m, "content", prompt);
-        cJSON_AddItemToArray(cJSON_AddArrayToObject(r, "messages"), m);
+        json_t *m = json_object();
+        json_object_set_new(m, "role", json_string("user"));
+        json_object_set_new(m, "content", ds_json_text(prompt));
+        json_t *msgs = json_array();
+        json_array_append_new(msgs, m);
+        json_object_set_new(r, "messages", msgs);
     }
-    cJSON_AddNumberToObject(r, "max_tokens", (double)max_tokens);
-    cJSON_AddBoolToObject(r, "stream", 1);
-    cJSON_AddBoolToObject(cJSON_AddObjectToObject(r, "stream_options"), "include_usage", 1);
-    if (ignore_eos) cJSON_AddBoolToObject(r, "ignore_eos", 1);
-    if (o->temperature >= 0) cJSON_AddNumberToObject(r, "temperature", o->temperature);
-    char *s = cJSON_PrintUnformatted(r);
-    cJSON_Delete(r);
+    json_object_set_new(r, "max_tokens", json_integer(max_tokens));
+    json_object_set_new(r, "stream", json_boolean(1));
+    json_t *so = json_object();
+    json_object_set_new(so, "include_usage", json_true());
+    json_object_set_new(r, "stream_options", so);
+    if (ignore_eos) json_object_set_new(r, "ignore_eos", json_boolean(1));
+    if (o->temperature >= 0) json_object_set_new(r, "temperature", num_json(o->temperature));
+    char *s = ds_json_dump(r);
+    json_decref(r);
     return s;
 }
 
@@ -517,59 +525,60 @@ static void print_table(const bench_opts *o, const bench_result *r) {
         printf("failed: %d x %s (e.g. %s)\n", r->fails[i].count, r->fails[i].reason, r->fails[i].example);
 }
 
-static void add_stats(cJSON *j, const char *prefix, const stats *s) {
+static void add_stats(json_t *j, const char *prefix, const stats *s) {
     static const char *names[] = {"mean", "std", "min", "p50", "p90", "p95", "p99", "max"};
     const double v[] = {s->mean, s->std, s->min, s->p50, s->p90, s->p95, s->p99, s->max};
     char key[48];
     for (int i = 0; i < 8; i++) {
         snprintf(key, sizeof key, "%s_ms_%s", prefix, names[i]);
-        if (s->n) cJSON_AddNumberToObject(j, key, round(v[i] * 1e4) / 1e4);
-        else cJSON_AddNullToObject(j, key);
+        if (s->n) json_object_set_new(j, key, num_json(round(v[i] * 1e4) / 1e4));
+        else json_object_set_new(j, key, json_null());
     }
     snprintf(key, sizeof key, "%s_samples", prefix);
-    cJSON_AddNumberToObject(j, key, (double)s->n);
+    json_object_set_new(j, key, json_integer(s->n));
 }
 
 static int print_json(const bench_opts *o, const bench_result *r) {
-    cJSON *j = cJSON_CreateObject();
-    cJSON_AddStringToObject(j, "workload", o->workload);
-    cJSON_AddStringToObject(j, "model", o->model ? o->model : "");
-    cJSON_AddNumberToObject(j, "num_prompts", (double)o->num_prompts);
-    cJSON_AddNumberToObject(j, "input_len", (double)o->input_len);
-    cJSON_AddNumberToObject(j, "output_len", (double)o->output_len);
-    cJSON_AddNumberToObject(j, "prefix_len", (double)o->prefix_len);
-    if (o->rate > 0 && isfinite(o->rate)) cJSON_AddNumberToObject(j, "request_rate", o->rate);
-    else cJSON_AddStringToObject(j, "request_rate", "inf");
-    cJSON_AddNumberToObject(j, "concurrency", (double)o->concurrency);
-    cJSON_AddNumberToObject(j, "seed", (double)o->seed);
-    cJSON_AddBoolToObject(j, "ignore_eos", o->ignore_eos);
-    if (o->temperature >= 0) cJSON_AddNumberToObject(j, "temperature", o->temperature);
-    cJSON_AddStringToObject(j, "endpoint", o->completions ? "completions" : "chat");
-    cJSON_AddNumberToObject(j, "completed", (double)r->completed);
-    cJSON_AddNumberToObject(j, "failed", (double)r->failed);
-    cJSON_AddNumberToObject(j, "duration_s", round(r->duration * 1e6) / 1e6);
-    cJSON_AddNumberToObject(j, "total_input_tokens", (double)r->total_input);
-    cJSON_AddNumberToObject(j, "total_output_tokens", (double)r->total_output);
-    cJSON_AddBoolToObject(j, "input_tokens_estimated", r->input_estimated);
-    cJSON_AddBoolToObject(j, "output_tokens_estimated", r->output_estimated);
-    cJSON_AddNumberToObject(j, "short_outputs", (double)r->short_outputs);
-    cJSON_AddNumberToObject(j, "request_throughput", per_s((double)r->completed, r->duration));
-    cJSON_AddNumberToObject(j, "output_tok_s", per_s((double)r->total_output, r->duration));
-    cJSON_AddNumberToObject(j, "total_tok_s", per_s((double)(r->total_input + r->total_output), r->duration));
+    json_t *j = json_object();
+    json_object_set_new(j, "workload", ds_json_text(o->workload));
+    json_object_set_new(j, "model", ds_json_text(o->model ? o->model : ""));
+    json_object_set_new(j, "num_prompts", json_integer(o->num_prompts));
+    json_object_set_new(j, "input_len", json_integer(o->input_len));
+    json_object_set_new(j, "output_len", json_integer(o->output_len));
+    json_object_set_new(j, "prefix_len", json_integer(o->prefix_len));
+    if (o->rate > 0 && isfinite(o->rate)) json_object_set_new(j, "request_rate", num_json(o->rate));
+    else json_object_set_new(j, "request_rate", json_string("inf"));
+    json_object_set_new(j, "concurrency", json_integer(o->concurrency));
+    json_object_set_new(j, "seed", json_integer(o->seed));
+    json_object_set_new(j, "ignore_eos", json_boolean(o->ignore_eos));
+    if (o->temperature >= 0) json_object_set_new(j, "temperature", num_json(o->temperature));
+    json_object_set_new(j, "endpoint", ds_json_text(o->completions ? "completions" : "chat"));
+    json_object_set_new(j, "completed", json_integer(r->completed));
+    json_object_set_new(j, "failed", json_integer(r->failed));
+    json_object_set_new(j, "duration_s", num_json(round(r->duration * 1e6) / 1e6));
+    json_object_set_new(j, "total_input_tokens", json_integer(r->total_input));
+    json_object_set_new(j, "total_output_tokens", json_integer(r->total_output));
+    json_object_set_new(j, "input_tokens_estimated", json_boolean(r->input_estimated));
+    json_object_set_new(j, "output_tokens_estimated", json_boolean(r->output_estimated));
+    json_object_set_new(j, "short_outputs", json_integer(r->short_outputs));
+    json_object_set_new(j, "request_throughput", num_json(per_s((double)r->completed, r->duration)));
+    json_object_set_new(j, "output_tok_s", num_json(per_s((double)r->total_output, r->duration)));
+    json_object_set_new(j, "total_tok_s", num_json(per_s((double)(r->total_input + r->total_output), r->duration)));
     add_stats(j, "ttft", &r->ttft);
     add_stats(j, "tpot", &r->tpot);
     add_stats(j, "itl", &r->itl);
     add_stats(j, "e2e", &r->e2e);
-    cJSON *errs = cJSON_AddArrayToObject(j, "errors");
+    json_t *errs = json_array();
+    json_object_set_new(j, "errors", errs);
     for (int i = 0; i < r->n_fail_kinds; i++) {
-        cJSON *e = cJSON_CreateObject();
-        cJSON_AddStringToObject(e, "reason", r->fails[i].reason);
-        cJSON_AddNumberToObject(e, "count", r->fails[i].count);
-        cJSON_AddStringToObject(e, "example", r->fails[i].example);
-        cJSON_AddItemToArray(errs, e);
+        json_t *e = json_object();
+        json_object_set_new(e, "reason", ds_json_text(r->fails[i].reason));
+        json_object_set_new(e, "count", json_integer(r->fails[i].count));
+        json_object_set_new(e, "example", ds_json_text(r->fails[i].example));
+        json_array_append_new(errs, e);
     }
-    char *s = cJSON_Print(j);
-    cJSON_Delete(j);
+    char *s = json_dumps(j, JSON_INDENT(2) | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(15));
+    json_decref(j);
     if (!s) return -1;
     printf("%s\n", s);
     free(s);
@@ -665,10 +674,10 @@ static char *first_model(const bench_opts *o) {
     char *id = NULL;
     if (!r) return NULL;
     if (ds_http_perform(r) == CURLE_OK && r->status == 200) {
-        cJSON *j = cJSON_ParseWithLength(r->body, r->body_len);
-        const cJSON *v = cJSON_GetObjectItemCaseSensitive(cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(j, "data"), 0), "id");
-        if (cJSON_IsString(v)) id = strdup(v->valuestring);
-        cJSON_Delete(j);
+        json_t *j = ds_json_parse(r->body, r->body_len, NULL, 0);
+        const json_t *v = json_object_get(json_array_get(json_object_get(j, "data"), 0), "id");
+        if (json_is_string(v)) id = strdup(json_string_value(v));
+        json_decref(j);
     }
     ds_http_req_free(r);
     return id;

@@ -12,7 +12,7 @@
  *
  * It exists because a server once answered HTTP 200 with finish_reason
  * "error", content null and zero token counts, and nothing noticed. */
-#include <cjson/cJSON.h>
+#include <jansson.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -21,6 +21,7 @@
 #include "cli/args.h"
 #include "cli/commands.h"
 #include "cli/http_client.h"
+#include "server/json_text.h"
 
 #define MAX_BODY (8u << 20)
 
@@ -60,21 +61,21 @@ check(checker *c, int cond, const char *name, const char *fmt, ...) {
 }
 
 /* Checks a usage object; on failure writes why. Sets *prompt to prompt_tokens. */
-static int usage_ok(const cJSON *u, long max_tokens, char *why, size_t n, long *prompt) {
+static int usage_ok(const json_t *u, long max_tokens, char *why, size_t n, long *prompt) {
     *prompt = -1;
-    if (!cJSON_IsObject(u)) {
+    if (!json_is_object(u)) {
         snprintf(why, n, "usage is %s", u ? "not an object" : "missing");
         return 0;
     }
     const char *names[3] = {"prompt_tokens", "completion_tokens", "total_tokens"};
     double v[3];
     for (int i = 0; i < 3; i++) {
-        const cJSON *x = cJSON_GetObjectItemCaseSensitive(u, names[i]);
-        if (!cJSON_IsNumber(x) || x->valuedouble != (double)(long)x->valuedouble) {
+        const json_t *x = json_object_get(u, names[i]);
+        if (!json_is_number(x) || json_number_value(x) != (double)(long)json_number_value(x)) {
             snprintf(why, n, "usage.%s is %s", names[i], x ? "not an integer" : "missing");
             return 0;
         }
-        v[i] = x->valuedouble;
+        v[i] = json_number_value(x);
     }
     *prompt = (long)v[0];
     if (v[0] <= 0 || v[1] <= 0) {
@@ -97,10 +98,10 @@ static int usage_ok(const cJSON *u, long max_tokens, char *why, size_t n, long *
 static int finish_ok(const char *f) { return f && (!strcmp(f, "stop") || !strcmp(f, "length")); }
 
 /* Text to print for a finish_reason JSON value. */
-static void describe_finish(const cJSON *fr, char *buf, size_t n) {
+static void describe_finish(const json_t *fr, char *buf, size_t n) {
     if (!fr) snprintf(buf, n, "missing");
-    else if (cJSON_IsNull(fr)) snprintf(buf, n, "null");
-    else if (cJSON_IsString(fr)) snprintf(buf, n, "\"%.60s\"", fr->valuestring);
+    else if (json_is_null(fr)) snprintf(buf, n, "null");
+    else if (json_is_string(fr)) snprintf(buf, n, "\"%.60s\"", json_string_value(fr));
     else snprintf(buf, n, "not a string");
 }
 
@@ -135,7 +136,7 @@ typedef struct {
     char finish[64];                      /* the first non-null finish_reason, as text */
     int finish_is_string;
     int usage_count, usage_before_finish;
-    cJSON *usage;
+    json_t *usage;
     strbuf content, reasoning;
 } stream_state;
 
@@ -152,57 +153,58 @@ static void on_event(void *ud, const char *event, const char *data, size_t len, 
         s->done++;
         return;
     }
-    cJSON *j = cJSON_ParseWithLength(data, len);
-    if (!cJSON_IsObject(j)) {
+    json_t *j = ds_json_parse(data, len, NULL, 0);
+    if (!json_is_object(j)) {
         if (s->non_json++ == 0) snprintf(s->first_non_json, sizeof s->first_non_json, "%.100s", data);
-        cJSON_Delete(j);
+        json_decref(j);
         return;
     }
-    const cJSON *err = cJSON_GetObjectItemCaseSensitive(j, "error");
-    if (err && !cJSON_IsNull(err)) {
+    const json_t *err = json_object_get(j, "error");
+    if (err && !json_is_null(err)) {
         if (s->error_events++ == 0) {
-            char *e = cJSON_PrintUnformatted(err);
+            char *e = ds_json_dump(err);
             snprintf(s->first_error, sizeof s->first_error, "chunk with \"error\": %.150s", e ? e : "?");
             free(e);
         }
     }
-    const cJSON *choices = cJSON_GetObjectItemCaseSensitive(j, "choices");
-    const cJSON *obj = cJSON_GetObjectItemCaseSensitive(j, "object");
-    if (!cJSON_IsArray(choices) || (obj && (!cJSON_IsString(obj) || strcmp(obj->valuestring, "chat.completion.chunk")))) {
+    const json_t *choices = json_object_get(j, "choices");
+    const json_t *obj = json_object_get(j, "object");
+    if (!json_is_array(choices) || (obj && !ds_json_str_is(obj, "chat.completion.chunk"))) {
         if (s->bad_shape++ == 0) snprintf(s->first_bad_shape, sizeof s->first_bad_shape, "%.100s", data);
     }
-    const cJSON *ch;
-    cJSON_ArrayForEach(ch, choices) {
-        const cJSON *delta = cJSON_GetObjectItemCaseSensitive(ch, "delta");
-        const cJSON *role = cJSON_GetObjectItemCaseSensitive(delta, "role");
-        const cJSON *content = cJSON_GetObjectItemCaseSensitive(delta, "content");
-        const cJSON *reasoning = cJSON_GetObjectItemCaseSensitive(delta, "reasoning_content");
-        if (!reasoning) reasoning = cJSON_GetObjectItemCaseSensitive(delta, "reasoning");
-        if (cJSON_IsString(role) && !strcmp(role->valuestring, "assistant")) {
+    size_t i;
+    const json_t *ch;
+    json_array_foreach(choices, i, ch) {
+        const json_t *delta = json_object_get(ch, "delta");
+        const json_t *role = json_object_get(delta, "role");
+        const json_t *content = json_object_get(delta, "content");
+        const json_t *reasoning = json_object_get(delta, "reasoning_content");
+        if (!reasoning) reasoning = json_object_get(delta, "reasoning");
+        if (ds_json_str_is(role, "assistant")) {
             if (s->text_chunks == 0 && s->role_chunks == 0) s->role_first = 1;
             s->role_chunks++;
         }
         int text = 0;
-        if (cJSON_IsString(content) && content->valuestring[0]) sb_add(&s->content, content->valuestring), text = 1;
-        if (cJSON_IsString(reasoning) && reasoning->valuestring[0])
-            sb_add(&s->reasoning, reasoning->valuestring), text = 1;
+        if (json_string_length(content)) sb_add(&s->content, json_string_value(content)), text = 1;
+        if (json_string_length(reasoning))
+            sb_add(&s->reasoning, json_string_value(reasoning)), text = 1;
         s->text_chunks += text;
-        const cJSON *fr = cJSON_GetObjectItemCaseSensitive(ch, "finish_reason");
-        if (fr && !cJSON_IsNull(fr)) {
+        const json_t *fr = json_object_get(ch, "finish_reason");
+        if (fr && !json_is_null(fr)) {
             if (s->finish_count++ == 0) {
-                s->finish_is_string = cJSON_IsString(fr);
+                s->finish_is_string = json_is_string(fr);
                 describe_finish(fr, s->finish, sizeof s->finish);
             }
         }
     }
-    const cJSON *u = cJSON_GetObjectItemCaseSensitive(j, "usage");
-    if (u && !cJSON_IsNull(u)) {
+    const json_t *u = json_object_get(j, "usage");
+    if (u && !json_is_null(u)) {
         if (s->usage_count++ == 0) {
-            s->usage = cJSON_Duplicate(u, 1);
+            s->usage = json_deep_copy(u);
             s->usage_before_finish = s->finish_count == 0;
         }
     }
-    cJSON_Delete(j);
+    json_decref(j);
 }
 
 /* ------------------------------------------------------------------------ */
@@ -214,20 +216,24 @@ typedef struct {
 } canary_opts;
 
 static char *request_body(const canary_opts *o, int thinking, int stream) {
-    cJSON *r = cJSON_CreateObject();
-    if (o->model) cJSON_AddStringToObject(r, "model", o->model);
-    cJSON *msgs = cJSON_AddArrayToObject(r, "messages");
-    cJSON *m = cJSON_CreateObject();
-    cJSON_AddStringToObject(m, "role", "user");
-    cJSON_AddStringToObject(m, "content", o->prompt);
-    cJSON_AddItemToArray(msgs, m);
-    cJSON_AddNumberToObject(r, "max_tokens", (double)o->max_tokens);
-    if (o->temperature >= 0) cJSON_AddNumberToObject(r, "temperature", o->temperature);
-    cJSON_AddBoolToObject(r, "stream", stream);
-    if (stream) cJSON_AddBoolToObject(cJSON_AddObjectToObject(r, "stream_options"), "include_usage", 1);
-    cJSON_AddBoolToObject(cJSON_AddObjectToObject(r, "chat_template_kwargs"), "enable_thinking", thinking);
-    char *s = cJSON_PrintUnformatted(r);
-    cJSON_Delete(r);
+    json_t *r = json_object();
+    if (o->model) json_object_set_new(r, "model", ds_json_text(o->model));
+    json_t *msgs = json_array(), *so = json_object(), *kw = json_object();
+    json_object_set_new(r, "messages", msgs);
+    json_t *m = json_object();
+    json_object_set_new(m, "role", json_string("user"));
+    json_object_set_new(m, "content", ds_json_text(o->prompt));
+    json_array_append_new(msgs, m);
+    json_object_set_new(r, "max_tokens", json_integer(o->max_tokens));
+    if (o->temperature >= 0) json_object_set_new(r, "temperature", json_real(o->temperature));
+    json_object_set_new(r, "stream", json_boolean(stream));
+    json_object_set_new(so, "include_usage", json_true());
+    if (stream) json_object_set(r, "stream_options", so);
+    json_decref(so);
+    json_object_set_new(kw, "enable_thinking", json_boolean(thinking));
+    json_object_set_new(r, "chat_template_kwargs", kw);
+    char *s = ds_json_dump(r);
+    json_decref(r);
     return s;
 }
 
@@ -268,38 +274,38 @@ static long run_plain(const canary_opts *o, int thinking, checker *c) {
         return -1;
     }
     check(c, 1, "http", "200 in %.0f ms", 1e3 * (r->t_end - r->t_start));
-    cJSON *j = r->body_truncated ? NULL : cJSON_ParseWithLength(r->body, r->body_len);
-    const cJSON *choices = cJSON_GetObjectItemCaseSensitive(j, "choices");
-    const cJSON *c0 = cJSON_GetArrayItem(choices, 0);
-    const cJSON *err = cJSON_GetObjectItemCaseSensitive(j, "error");
-    if (!cJSON_IsObject(j) || !cJSON_IsObject(c0) || (err && !cJSON_IsNull(err))) {
-        check(c, 0, "json", "%s: %.200s", !j ? "body is not JSON" : err && !cJSON_IsNull(err) ? "body has \"error\"" : "no choices[0]",
+    json_t *j = r->body_truncated ? NULL : ds_json_parse(r->body, r->body_len, NULL, 0);
+    const json_t *choices = json_object_get(j, "choices");
+    const json_t *c0 = json_array_get(choices, 0);
+    const json_t *err = json_object_get(j, "error");
+    if (!json_is_object(j) || !json_is_object(c0) || (err && !json_is_null(err))) {
+        check(c, 0, "json", "%s: %.200s", !j ? "body is not JSON" : err && !json_is_null(err) ? "body has \"error\"" : "no choices[0]",
               r->body);
-        cJSON_Delete(j);
+        json_decref(j);
         ds_http_req_free(r);
         return -1;
     }
-    const cJSON *obj = cJSON_GetObjectItemCaseSensitive(j, "object");
-    check(c, !obj || (cJSON_IsString(obj) && !strcmp(obj->valuestring, "chat.completion")), "json",
-          "%s", !obj ? "chat completion (no \"object\" field)" : cJSON_IsString(obj) ? obj->valuestring : "object is not a string");
-    const cJSON *fr = cJSON_GetObjectItemCaseSensitive(c0, "finish_reason");
+    const json_t *obj = json_object_get(j, "object");
+    check(c, !obj || ds_json_str_is(obj, "chat.completion"), "json",
+          "%s", !obj ? "chat completion (no \"object\" field)" : json_is_string(obj) ? json_string_value(obj) : "object is not a string");
+    const json_t *fr = json_object_get(c0, "finish_reason");
     char fdesc[80];
     describe_finish(fr, fdesc, sizeof fdesc);
-    const char *finish = cJSON_IsString(fr) ? fr->valuestring : NULL;
+    const char *finish = json_is_string(fr) ? json_string_value(fr) : NULL;
     check(c, finish_ok(finish), "finish_reason", "%s%s", fdesc, finish_ok(finish) ? "" : " (want \"stop\" or \"length\")");
-    const cJSON *msg = cJSON_GetObjectItemCaseSensitive(c0, "message");
-    const cJSON *role = cJSON_GetObjectItemCaseSensitive(msg, "role");
-    check(c, cJSON_IsString(role) && !strcmp(role->valuestring, "assistant"), "role", "%s",
-          cJSON_IsString(role) ? role->valuestring : "message.role missing");
-    const cJSON *content = cJSON_GetObjectItemCaseSensitive(msg, "content");
-    const cJSON *reasoning = cJSON_GetObjectItemCaseSensitive(msg, "reasoning_content");
-    if (!reasoning) reasoning = cJSON_GetObjectItemCaseSensitive(msg, "reasoning");
-    int vis = visible_ok(thinking, finish, cJSON_IsString(content) ? content->valuestring : NULL,
-                         cJSON_IsString(reasoning) ? reasoning->valuestring : NULL, why, sizeof why);
+    const json_t *msg = json_object_get(c0, "message");
+    const json_t *role = json_object_get(msg, "role");
+    check(c, ds_json_str_is(role, "assistant"), "role", "%s",
+          json_is_string(role) ? json_string_value(role) : "message.role missing");
+    const json_t *content = json_object_get(msg, "content");
+    const json_t *reasoning = json_object_get(msg, "reasoning_content");
+    if (!reasoning) reasoning = json_object_get(msg, "reasoning");
+    int vis = visible_ok(thinking, finish, json_is_string(content) ? json_string_value(content) : NULL,
+                         json_is_string(reasoning) ? json_string_value(reasoning) : NULL, why, sizeof why);
     check(c, vis, "content", "%s", why);
-    int uok = usage_ok(cJSON_GetObjectItemCaseSensitive(j, "usage"), o->max_tokens, why, sizeof why, &prompt);
+    int uok = usage_ok(json_object_get(j, "usage"), o->max_tokens, why, sizeof why, &prompt);
     check(c, uok, "usage", "%s", why);
-    cJSON_Delete(j);
+    json_decref(j);
     ds_http_req_free(r);
     return uok ? prompt : -1;
 }
@@ -356,10 +362,10 @@ static void run_stream(const canary_opts *o, int thinking, long plain_prompt, ch
         int uok = usage_ok(s.usage, o->max_tokens, why, sizeof why, &prompt);
         if (uok && s.usage_before_finish) uok = 0, snprintf(why, sizeof why, "usage chunk came before the finish_reason");
         if (uok) {
-            const cJSON *ct = cJSON_GetObjectItemCaseSensitive(s.usage, "completion_tokens");
-            if (ct->valuedouble < s.text_chunks) {
+            const json_t *ct = json_object_get(s.usage, "completion_tokens");
+            if (json_number_value(ct) < s.text_chunks) {
                 uok = 0;
-                snprintf(why, sizeof why, "completion_tokens=%.0f but %d chunks carried text", ct->valuedouble, s.text_chunks);
+                snprintf(why, sizeof why, "completion_tokens=%.0f but %d chunks carried text", json_number_value(ct), s.text_chunks);
             } else if (plain_prompt > 0 && prompt != plain_prompt) {
                 uok = 0;
                 snprintf(why, sizeof why, "prompt_tokens=%ld but the same request not streamed gave %ld", prompt, plain_prompt);
@@ -368,7 +374,7 @@ static void run_stream(const canary_opts *o, int thinking, long plain_prompt, ch
         check(c, uok, "usage", "%s", why);
     }
 out:
-    cJSON_Delete(s.usage);
+    json_decref(s.usage);
     free(s.content.s);
     free(s.reasoning.s);
     ds_http_req_free(r);
@@ -385,12 +391,12 @@ static char *first_model(const canary_opts *o, char *why, size_t n) {
     if (r->rc != CURLE_OK || r->status != 200) {
         ds_http_describe_error(r, why, n);
     } else {
-        cJSON *j = cJSON_ParseWithLength(r->body, r->body_len);
-        const cJSON *m = cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(j, "data"), 0);
-        const cJSON *v = cJSON_GetObjectItemCaseSensitive(m, "id");
-        if (cJSON_IsString(v)) id = strdup(v->valuestring);
+        json_t *j = ds_json_parse(r->body, r->body_len, NULL, 0);
+        const json_t *m = json_array_get(json_object_get(j, "data"), 0);
+        const json_t *v = json_object_get(m, "id");
+        if (json_is_string(v)) id = strdup(json_string_value(v));
         else snprintf(why, n, "no data[0].id in the answer");
-        cJSON_Delete(j);
+        json_decref(j);
     }
     ds_http_req_free(r);
     return id;

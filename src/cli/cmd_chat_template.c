@@ -2,7 +2,7 @@
  * a model's chat template (server/jinja.h), one request or a batch of them
  * (the batch mode serves the comparison with @huggingface/jinja in
  * tests/chat_template). */
-#include <cjson/cJSON.h>
+#include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -13,6 +13,7 @@
 #include "common/mapped_file.h"
 #include "loading/model_file.h"
 #include "server/jinja.h"
+#include "server/json_text.h"
 
 #define MAX_INPUT ((size_t)1 << 30)
 
@@ -37,34 +38,35 @@ static void usage(FILE *f) {
 
 typedef struct {
     char *text;        /* the template */
-    cJSON *specials;   /* bos_token, eos_token... as tokenizer_config.json gives them */
+    json_t *specials;   /* bos_token, eos_token... as tokenizer_config.json gives them */
 } template_source;
 
 /* tokenizer_config.json: the chat template (a string, or a list of named
  * templates, of which "default" is used) and the special tokens' text. */
-static int from_tokenizer_config(const cJSON *cfg, const char *path, template_source *src) {
-    const cJSON *t = cJSON_GetObjectItemCaseSensitive(cfg, "chat_template");
-    if (cJSON_IsArray(t)) {
-        const cJSON *item;
-        cJSON_ArrayForEach(item, t) {
-            const cJSON *name = cJSON_GetObjectItemCaseSensitive(item, "name");
-            if (cJSON_IsString(name) && !strcmp(name->valuestring, "default")) {
-                t = cJSON_GetObjectItemCaseSensitive(item, "template");
+static int from_tokenizer_config(const json_t *cfg, const char *path, template_source *src) {
+    const json_t *t = json_object_get(cfg, "chat_template");
+    if (json_is_array(t)) {
+        size_t i;
+        const json_t *item;
+        json_array_foreach(t, i, item) {
+            const json_t *name = json_object_get(item, "name");
+            if (ds_json_str_is(name, "default")) {
+                t = json_object_get(item, "template");
                 break;
             }
         }
     }
-    if (!cJSON_IsString(t)) {
+    if (!json_is_string(t)) {
         fprintf(stderr, "deltaserve chat-template: %s: no chat_template string\n", path);
         return -1;
     }
-    src->text = strdup(t->valuestring);
-    src->specials = cJSON_CreateObject();
+    src->text = strdup(json_string_value(t));
+    src->specials = json_object();
     static const char *const NAMES[] = {"bos_token", "eos_token", "unk_token", "pad_token"};
     for (size_t i = 0; i < sizeof NAMES / sizeof NAMES[0]; i++) {
-        const cJSON *v = cJSON_GetObjectItemCaseSensitive(cfg, NAMES[i]);
-        if (cJSON_IsObject(v)) v = cJSON_GetObjectItemCaseSensitive(v, "content");
-        if (cJSON_IsString(v) && src->specials) cJSON_AddStringToObject(src->specials, NAMES[i], v->valuestring);
+        const json_t *v = json_object_get(cfg, NAMES[i]);
+        if (json_is_object(v)) v = json_object_get(v, "content");
+        if (json_is_string(v) && src->specials) json_object_set_new(src->specials, NAMES[i], json_copy((json_t *)v));
     }
     return src->text && src->specials ? 0 : -1;
 }
@@ -104,12 +106,12 @@ static int load_source(const char *path, template_source *src) {
             char cfg_path[4096];
             snprintf(cfg_path, sizeof cfg_path, "%s/tokenizer_config.json", path);
             if (ds_read_text_file(cfg_path, MAX_INPUT, &text, &len, &e) == DS_OK) {
-                cJSON *cfg = cJSON_Parse(text);
+                json_t *cfg = ds_json_parse(text, len, NULL, 0);
                 template_source tmp = {0};
                 if (cfg && from_tokenizer_config(cfg, cfg_path, &tmp) == 0) src->specials = tmp.specials;
-                else cJSON_Delete(tmp.specials);
+                else json_decref(tmp.specials);
                 free(tmp.text);
-                cJSON_Delete(cfg);
+                json_decref(cfg);
                 free(text);
             }
         }
@@ -119,53 +121,54 @@ static int load_source(const char *path, template_source *src) {
         fprintf(stderr, "deltaserve chat-template: %s\n", e.msg);
         return -1;
     }
-    cJSON *cfg = cJSON_Parse(text);
-    if (cJSON_IsObject(cfg)) {
+    json_t *cfg = ds_json_parse(text, len, NULL, 0);
+    if (json_is_object(cfg)) {
         int rc = from_tokenizer_config(cfg, path, src);
-        cJSON_Delete(cfg);
+        json_decref(cfg);
         free(text);
         return rc;
     }
-    cJSON_Delete(cfg);
+    json_decref(cfg);
     src->text = text;   /* the template itself */
     return 0;
 }
 
 /* The render context of one request: its members, with chat_template_kwargs
  * merged in, plus the special tokens it does not set. */
-static ds_status build_context(const cJSON *req, const template_source *src, int add_gen, const cJSON *extra_kwargs,
-                               cJSON **out, ds_err *e) {
+static ds_status build_context(const json_t *req, const template_source *src, int add_gen, const json_t *extra_kwargs,
+                               json_t **out, ds_err *e) {
     *out = NULL;
-    if (!cJSON_IsObject(req)) return ds_fail(e, DS_EINVAL, "a request must be a JSON object");
-    cJSON *ctx = cJSON_Duplicate(req, 1);
+    if (!json_is_object(req)) return ds_fail(e, DS_EINVAL, "a request must be a JSON object");
+    json_t *ctx = json_deep_copy(req);
     if (!ctx) return ds_fail(e, DS_ENOMEM, "out of memory");
-    cJSON *kwargs = cJSON_DetachItemFromObjectCaseSensitive(ctx, "chat_template_kwargs");
+    json_t *kwargs = json_incref(json_object_get(ctx, "chat_template_kwargs"));
+    json_object_del(ctx, "chat_template_kwargs");
     ds_status s = ds_jinja_merge_kwargs(ctx, kwargs, e);
-    cJSON_Delete(kwargs);
+    json_decref(kwargs);
     if (!s) s = ds_jinja_merge_kwargs(ctx, extra_kwargs, e);
-    if (!s && add_gen && !cJSON_GetObjectItemCaseSensitive(ctx, "add_generation_prompt"))
-        cJSON_AddBoolToObject(ctx, "add_generation_prompt", 1);
-    const cJSON *sp;
+    if (!s && add_gen && !json_object_get(ctx, "add_generation_prompt"))
+        json_object_set_new(ctx, "add_generation_prompt", json_boolean(1));
+    const char *k;
+    json_t *sp;
     if (!s && src->specials)
-        cJSON_ArrayForEach(sp, src->specials) {
-            if (!cJSON_GetObjectItemCaseSensitive(ctx, sp->string))
-                cJSON_AddItemToObject(ctx, sp->string, cJSON_Duplicate(sp, 1));
+        json_object_foreach(src->specials, k, sp) {
+            if (!json_object_get(ctx, k)) json_object_set(ctx, k, sp);
         }
     if (s) {
-        cJSON_Delete(ctx);
+        json_decref(ctx);
         return s;
     }
     *out = ctx;
     return DS_OK;
 }
 
-static ds_status render_request(const ds_jinja *t, const cJSON *req, const template_source *src, int add_gen,
-                                const cJSON *extra_kwargs, char **text, size_t *len, ds_err *e) {
-    cJSON *ctx;
+static ds_status render_request(const ds_jinja *t, const json_t *req, const template_source *src, int add_gen,
+                                const json_t *extra_kwargs, char **text, size_t *len, ds_err *e) {
+    json_t *ctx;
     ds_status s = build_context(req, src, add_gen, extra_kwargs, &ctx, e);
     if (s) return s;
     s = ds_jinja_render(t, ctx, text, len, e);
-    cJSON_Delete(ctx);
+    json_decref(ctx);
     return s;
 }
 
@@ -201,15 +204,15 @@ static int read_all(const char *path, char **out, size_t *len) {
     return 0;
 }
 
-static void print_line(cJSON *obj) {
-    char *line = obj ? cJSON_PrintUnformatted(obj) : NULL;
+static void print_line(json_t *obj) {
+    char *line = obj ? ds_json_dump(obj) : NULL;
     puts(line ? line : "{\"ok\":false,\"error\":\"out of memory\"}");
     free(line);
-    cJSON_Delete(obj);
+    json_decref(obj);
 }
 
 static int run_batch(const ds_jinja *t, const char *path, const template_source *src, int add_gen,
-                     const cJSON *extra_kwargs) {
+                     const json_t *extra_kwargs) {
     char *all;
     size_t n;
     if (read_all(path, &all, &n)) return 1;
@@ -217,22 +220,22 @@ static int run_batch(const ds_jinja *t, const char *path, const template_source 
         next = strchr(line, '\n');
         if (next) *next++ = '\0';
         if (!*line) continue;
-        cJSON *req = cJSON_Parse(line);
-        cJSON *res = cJSON_CreateObject();
+        char why[300];
+        json_t *req = ds_json_parse(line, strlen(line), why, sizeof why);
+        json_t *res = json_object();
         ds_err e = {0};
         char *text = NULL;
         size_t len = 0;
         ds_status s = req ? render_request(t, req, src, add_gen, extra_kwargs, &text, &len, &e)
-                          : ds_fail(&e, DS_EINVAL, "a line is not valid JSON");
-        if (s == DS_OK && strlen(text) != len) s = ds_fail(&e, DS_EUNSUPPORTED, "the output holds a NUL byte");
+                          : ds_fail(&e, DS_EINVAL, "a line is %s", why);
         if (res) {
-            cJSON_AddBoolToObject(res, "ok", s == DS_OK);
-            if (s == DS_OK) cJSON_AddStringToObject(res, "text", text);
-            else cJSON_AddStringToObject(res, "error", e.msg);
+            json_object_set_new(res, "ok", json_boolean(s == DS_OK));
+            if (s == DS_OK) json_object_set_new(res, "text", ds_json_textn(text, len));
+            else json_object_set_new(res, "error", ds_json_text(e.msg));
         }
         print_line(res);
         free(text);
-        cJSON_Delete(req);
+        json_decref(req);
     }
     free(all);
     fflush(stdout);
@@ -267,10 +270,10 @@ int ds_cmd_chat_template(int argc, char **argv) {
         usage(stderr);
         return 2;
     }
-    cJSON *extra_kwargs = NULL;
-    if (kwargs_text && !cJSON_IsObject(extra_kwargs = cJSON_Parse(kwargs_text))) {
+    json_t *extra_kwargs = NULL;
+    if (kwargs_text && !json_is_object(extra_kwargs = ds_json_parse(kwargs_text, strlen(kwargs_text), NULL, 0))) {
         fprintf(stderr, "deltaserve chat-template: --kwargs is not a JSON object\n");
-        cJSON_Delete(extra_kwargs);
+        json_decref(extra_kwargs);
         return 2;
     }
     template_source src = {0};
@@ -288,10 +291,11 @@ int ds_cmd_chat_template(int argc, char **argv) {
         char *in, *text = NULL;
         size_t n, len;
         if (read_all(messages, &in, &n)) goto done;
-        cJSON *req = cJSON_Parse(in);
+        char why[300];
+        json_t *req = ds_json_parse(in, n, why, sizeof why);
         free(in);
         if (!req) {
-            fprintf(stderr, "deltaserve chat-template: %s is not valid JSON\n", messages);
+            fprintf(stderr, "deltaserve chat-template: %s is %s\n", messages, why);
             goto done;
         }
         if (render_request(t, req, &src, add_gen, extra_kwargs, &text, &len, &e) != DS_OK) {
@@ -301,12 +305,12 @@ int ds_cmd_chat_template(int argc, char **argv) {
             rc = 0;
         }
         free(text);
-        cJSON_Delete(req);
+        json_decref(req);
     }
 done:
     ds_jinja_free(t);
     free(src.text);
-    cJSON_Delete(src.specials);
-    cJSON_Delete(extra_kwargs);
+    json_decref(src.specials);
+    json_decref(extra_kwargs);
     return rc;
 }

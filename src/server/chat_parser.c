@@ -5,6 +5,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "server/json_text.h"
+
 static const char THINK_OPEN[] = "<think>", THINK_CLOSE[] = "</think>";
 static const char CALL_OPEN[] = "<tool_call>", CALL_CLOSE[] = "</tool_call>";
 
@@ -113,11 +115,11 @@ static void run(ds_chat_parser *p, int final, ds_part_fn fn, void *user) {
             }
             return;
         }
-        cJSON *call = ds_tool_call_parse(h, (size_t)at);
+        json_t *call = ds_tool_call_parse(h, (size_t)at);
         if (call) {
             ds_sb_clear(&p->ws);
             fn(user, DS_PART_TOOL_CALL, NULL, 0, call);
-            cJSON_Delete(call);
+            json_decref(call);
             p->n_calls++;
         } else {
             content(p, CALL_OPEN, sizeof CALL_OPEN - 1, fn, user);
@@ -151,47 +153,48 @@ static const char *mem_find(const char *s, const char *e, const char *nd) {
     return at < 0 ? NULL : s + at;
 }
 
-static cJSON *make_call(const char *name, size_t name_len, cJSON *args_obj, const char *args_text) {
-    cJSON *call = cJSON_CreateObject();
-    char *nm = strndup(name, name_len);
-    char *txt = args_obj ? cJSON_PrintUnformatted(args_obj) : strdup(args_text);
-    if (!call || !nm || !txt) {
-        cJSON_Delete(call);
-        free(nm);
-        free(txt);
+/* {"name", "arguments"}: the arguments as JSON text, from an object or as the model wrote them */
+static json_t *make_call(const char *name, size_t name_len, const json_t *args_obj, const json_t *args_text) {
+    json_t *call = json_object(), *nm = ds_json_textn(name, name_len), *txt = NULL;
+    if (args_obj) {
+        char *t = ds_json_dump(args_obj);
+        txt = t ? json_string(t) : NULL;
+        free(t);
+    } else {
+        txt = json_copy((json_t *)args_text);
+    }
+    if (!call || !nm || !txt || json_object_set_new(call, "name", nm) || json_object_set_new(call, "arguments", txt)) {
+        json_decref(call);
         return NULL;
     }
-    cJSON_AddStringToObject(call, "name", nm);
-    cJSON_AddStringToObject(call, "arguments", txt);
-    free(nm);
-    free(txt);
     return call;
 }
 
-static cJSON *parse_json_call(const char *s, const char *e) {
-    char *text = strndup(s, (size_t)(e - s));
-    cJSON *j = text ? cJSON_ParseWithOpts(text, NULL, 1) : NULL;
-    free(text);
-    cJSON *name = cJSON_GetObjectItemCaseSensitive(j, "name");
-    cJSON *args = cJSON_GetObjectItemCaseSensitive(j, "arguments");
-    if (!args) args = cJSON_GetObjectItemCaseSensitive(j, "parameters");
-    cJSON *call = NULL;
-    if (cJSON_IsObject(j) && cJSON_IsString(name) && name->valuestring[0]) {
+static json_t *parse_json_call(const char *s, const char *e) {
+    char msg[256];
+    json_t *j = ds_json_parse(s, (size_t)(e - s), msg, sizeof msg);
+    json_t *name = json_is_object(j) ? json_object_get(j, "name") : NULL;
+    json_t *args = json_is_object(j) ? json_object_get(j, "arguments") : NULL;
+    if (!args && json_is_object(j)) args = json_object_get(j, "parameters");
+    json_t *call = NULL;
+    if (json_is_string(name) && json_string_length(name)) {
+        const char *nm = json_string_value(name);
+        size_t nl = json_string_length(name);
         if (!args) {
-            cJSON *empty = cJSON_CreateObject();
-            call = make_call(name->valuestring, strlen(name->valuestring), empty, NULL);
-            cJSON_Delete(empty);
-        } else if (cJSON_IsObject(args)) {
-            call = make_call(name->valuestring, strlen(name->valuestring), args, NULL);
-        } else if (cJSON_IsString(args)) {
-            call = make_call(name->valuestring, strlen(name->valuestring), NULL, args->valuestring);
+            json_t *empty = json_object();
+            call = make_call(nm, nl, empty, NULL);
+            json_decref(empty);
+        } else if (json_is_object(args)) {
+            call = make_call(nm, nl, args, NULL);
+        } else if (json_is_string(args)) {
+            call = make_call(nm, nl, NULL, args);
         }
     }
-    cJSON_Delete(j);
+    json_decref(j);
     return call;
 }
 
-static cJSON *parse_xml_call(const char *s, const char *e) {
+static json_t *parse_xml_call(const char *s, const char *e) {
     static const char FN[] = "<function=", FN_END[] = "</function>", PAR[] = "<parameter=", PAR_END[] = "</parameter>";
     if ((size_t)(e - s) < sizeof FN - 1 || memcmp(s, FN, sizeof FN - 1)) return NULL;
     s += sizeof FN - 1;
@@ -205,7 +208,7 @@ static cJSON *parse_xml_call(const char *s, const char *e) {
     const char *fend = e;
     if ((size_t)(e - s) < sizeof FN_END - 1 || memcmp(e - (sizeof FN_END - 1), FN_END, sizeof FN_END - 1)) return NULL;
     fend = e - (sizeof FN_END - 1);
-    cJSON *args = cJSON_CreateObject();
+    json_t *args = json_object();
     if (!args) return NULL;
     for (;;) {
         trim(&s, &fend);
@@ -214,31 +217,34 @@ static cJSON *parse_xml_call(const char *s, const char *e) {
         s += sizeof PAR - 1;
         const char *pgt = memchr(s, '>', (size_t)(fend - s));
         if (!pgt || pgt == s) goto bad;
-        char *key = strndup(s, (size_t)(pgt - s));
+        json_t *key = ds_json_textn(s, (size_t)(pgt - s));
         const char *vs = pgt + 1, *ve = mem_find(vs, fend, PAR_END);
-        if (!key || !ve || cJSON_GetObjectItemCaseSensitive(args, key)) { free(key); goto bad; }
+        if (!key || !ve || json_object_getn(args, json_string_value(key), json_string_length(key))) {
+            json_decref(key);
+            goto bad;
+        }
         s = ve + sizeof PAR_END - 1;
         if (vs < ve && *vs == '\n') vs++;
         if (ve > vs && ve[-1] == '\n') ve--;
-        char *val = strndup(vs, (size_t)(ve - vs));
-        cJSON *v = val ? cJSON_ParseWithOpts(val, NULL, 1) : NULL;   /* numbers, booleans, objects keep their type */
-        if (!v || cJSON_IsString(v)) {
-            cJSON_Delete(v);
-            v = cJSON_CreateString(val ? val : "");
+        char msg[256];
+        json_t *v = ds_json_parse(vs, (size_t)(ve - vs), msg, sizeof msg);   /* numbers, booleans, objects keep their type */
+        if (!v || json_is_string(v)) {
+            json_decref(v);
+            v = ds_json_textn(vs, (size_t)(ve - vs));
         }
-        free(val);
-        cJSON_AddItemToObject(args, key, v);
-        free(key);
+        int bad = !v || json_object_setn_new(args, json_string_value(key), json_string_length(key), v);
+        json_decref(key);
+        if (bad) goto bad;
     }
-    cJSON *call = make_call(name, name_len, args, NULL);
-    cJSON_Delete(args);
+    json_t *call = make_call(name, name_len, args, NULL);
+    json_decref(args);
     return call;
 bad:
-    cJSON_Delete(args);
+    json_decref(args);
     return NULL;
 }
 
-cJSON *ds_tool_call_parse(const char *body, size_t n) {
+json_t *ds_tool_call_parse(const char *body, size_t n) {
     const char *s = body, *e = body + n;
     trim(&s, &e);
     if (s == e) return NULL;

@@ -16,7 +16,7 @@
 #ifndef DS_CHAT_PARSER_H
 #define DS_CHAT_PARSER_H
 
-#include <cjson/cJSON.h>
+#include <jansson.h>
 #include <stddef.h>
 
 #include "server/strbuf.h"
@@ -24,8 +24,8 @@
 typedef enum { DS_PART_CONTENT = 0, DS_PART_REASONING, DS_PART_TOOL_CALL } ds_part_kind;
 
 /* text/n for content and reasoning; call (borrowed for the call) for a tool call:
- * {"name": ..., "arguments": "<JSON text>"} */
-typedef void (*ds_part_fn)(void *user, ds_part_kind kind, const char *text, size_t n, const cJSON *call);
+ * {"name": ..., "arguments": "<JSON text>"}; text may hold NUL bytes (n counts them) */
+typedef void (*ds_part_fn)(void *user, ds_part_kind kind, const char *text, size_t n, const json_t *call);
 
 typedef struct {
     int state;            /* 0 content, 1 reasoning, 2 inside a tool call */
@@ -44,6 +44,6 @@ void ds_chat_parser_free(ds_chat_parser *p);
 
 /* Parses the text between <tool_call> and </tool_call>; returns a new
  * {"name", "arguments"(string)} object, or NULL when it is malformed. */
-cJSON *ds_tool_call_parse(const char *body, size_t n);
+json_t *ds_tool_call_parse(const char *body, size_t n);
 
 #endif

@@ -17,6 +17,7 @@
 #include "server/completion.h"
 
 #include <errno.h>
+#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -25,6 +26,7 @@
 #include <time.h>
 
 #include "server/chat_parser.h"
+#include "server/json_text.h"
 #include "server/openai_response.h"
 #include "server/sse.h"
 #include "server/stop_filter.h"
@@ -55,9 +57,9 @@ typedef struct {
     int n_tokens, n_generated_final, n_cached, reasoning_tokens, think_closed;
     ds_sb think_tail;
     ds_sb content, reasoning;
-    cJSON *tool_calls;      /* non-streaming: collected calls */
-    cJSON *lp;              /* logprob entries not yet sent (streaming) or all (non-streaming) */
-    cJSON *lp_tokens, *lp_token_lps, *lp_tops, *lp_offsets;  /* completions logprobs */
+    json_t *tool_calls;     /* non-streaming: collected calls */
+    json_t *lp;             /* logprob entries not yet sent (streaming) or all (non-streaming) */
+    json_t *lp_tokens, *lp_token_lps, *lp_tops, *lp_offsets;  /* completions logprobs */
     size_t text_offset;
     int n_calls;
 } choice;
@@ -126,12 +128,12 @@ static void completion_free(ds_completion *c) {
         ds_sb_free(&h->think_tail);
         ds_sb_free(&h->content);
         ds_sb_free(&h->reasoning);
-        cJSON_Delete(h->tool_calls);
-        cJSON_Delete(h->lp);
-        cJSON_Delete(h->lp_tokens);
-        cJSON_Delete(h->lp_token_lps);
-        cJSON_Delete(h->lp_tops);
-        cJSON_Delete(h->lp_offsets);
+        json_decref(h->tool_calls);
+        json_decref(h->lp);
+        json_decref(h->lp_tokens);
+        json_decref(h->lp_token_lps);
+        json_decref(h->lp_tops);
+        json_decref(h->lp_offsets);
     }
     ds_sb_free(&c->out);
     ds_oai_request_free(&c->req);
@@ -209,82 +211,73 @@ static void on_event(const ds_event *ev, void *user) {
 
 /* --- output --- */
 
-static cJSON *chunk_new(ds_completion *c, int index, cJSON **choice_out) {
-    cJSON *arr;
+static json_t *chunk_new(ds_completion *c, int index, json_t **choice_out) {
+    json_t *arr;
     int chat = c->req.kind == DS_OAI_CHAT;
-    cJSON *o = ds_oai_envelope(c->id, chat ? "chat.completion.chunk" : "text_completion", c->created,
-                               c->srv->model_name, &arr);
-    cJSON *ch = cJSON_CreateObject();
-    cJSON_AddNumberToObject(ch, "index", index);
-    cJSON_AddItemToArray(arr, ch);
+    json_t *o = ds_oai_envelope(c->id, chat ? "chat.completion.chunk" : "text_completion", c->created,
+                                c->srv->model_name, &arr);
+    json_t *ch = json_object();
+    json_object_set_new(ch, "index", json_integer(index));
+    json_array_append_new(arr, ch);
     *choice_out = ch;
     return o;
 }
 
 /* logprob entries of choice h not sent yet, for a chunk or the final answer */
-static cJSON *take_logprobs(ds_completion *c, choice *h) {
+static json_t *take_logprobs(ds_completion *c, choice *h) {
     if (!c->req.logprobs) return NULL;
-    cJSON *o = cJSON_CreateObject();
+    json_t *o = json_object();
     if (c->req.kind == DS_OAI_CHAT) {
-        cJSON_AddItemToObject(o, "content", h->lp ? h->lp : cJSON_CreateArray());
+        json_object_set_new(o, "content", h->lp ? h->lp : json_array());
         h->lp = NULL;
     } else {
-        cJSON_AddItemToObject(o, "tokens", h->lp_tokens ? h->lp_tokens : cJSON_CreateArray());
-        cJSON_AddItemToObject(o, "token_logprobs", h->lp_token_lps ? h->lp_token_lps : cJSON_CreateArray());
-        cJSON_AddItemToObject(o, "top_logprobs", h->lp_tops ? h->lp_tops : cJSON_CreateArray());
-        cJSON_AddItemToObject(o, "text_offset", h->lp_offsets ? h->lp_offsets : cJSON_CreateArray());
+        json_object_set_new(o, "tokens", h->lp_tokens ? h->lp_tokens : json_array());
+        json_object_set_new(o, "token_logprobs", h->lp_token_lps ? h->lp_token_lps : json_array());
+        json_object_set_new(o, "top_logprobs", h->lp_tops ? h->lp_tops : json_array());
+        json_object_set_new(o, "text_offset", h->lp_offsets ? h->lp_offsets : json_array());
         h->lp_tokens = h->lp_token_lps = h->lp_tops = h->lp_offsets = NULL;
     }
     return o;
 }
 
-static void emit_chunk(ds_completion *c, choice *h, cJSON *delta_or_text, const char *finish) {
-    cJSON *ch;
-    cJSON *o = chunk_new(c, h->index, &ch);
-    if (c->req.kind == DS_OAI_CHAT) cJSON_AddItemToObject(ch, "delta", delta_or_text);
-    else cJSON_AddItemToObject(ch, "text", delta_or_text);
-    cJSON *lp = take_logprobs(c, h);
-    if (lp) cJSON_AddItemToObject(ch, "logprobs", lp);
-    else cJSON_AddNullToObject(ch, "logprobs");
-    if (finish) cJSON_AddStringToObject(ch, "finish_reason", finish);
-    else cJSON_AddNullToObject(ch, "finish_reason");
+static void emit_chunk(ds_completion *c, choice *h, json_t *delta_or_text, const char *finish) {
+    json_t *ch;
+    json_t *o = chunk_new(c, h->index, &ch);
+    json_object_set_new(ch, c->req.kind == DS_OAI_CHAT ? "delta" : "text", delta_or_text);
+    json_t *lp = take_logprobs(c, h);
+    json_object_set_new(ch, "logprobs", lp ? lp : json_null());
+    json_object_set_new(ch, "finish_reason", finish ? json_string(finish) : json_null());
     ds_sse_data(&c->out, o);
-    cJSON_Delete(o);
+    json_decref(o);
 }
 
-static cJSON *string_n(const char *s, size_t n) {
-    char *t = strndup(s, n);
-    cJSON *j = cJSON_CreateString(t ? t : "");
-    free(t);
-    return j;
-}
-
-static void on_part(void *user, ds_part_kind kind, const char *text, size_t n, const cJSON *call) {
+static void on_part(void *user, ds_part_kind kind, const char *text, size_t n, const json_t *call) {
     choice *h = user;
     ds_completion *c = h->rq;
     char idbuf[48];
     if (kind == DS_PART_TOOL_CALL) {
         ds_oai_call_id(idbuf, sizeof idbuf);
-        cJSON *tc = cJSON_CreateObject();
-        if (c->req.stream) cJSON_AddNumberToObject(tc, "index", h->n_calls);
-        cJSON_AddStringToObject(tc, "id", idbuf);
-        cJSON_AddStringToObject(tc, "type", "function");
-        cJSON_AddItemToObject(tc, "function", cJSON_Duplicate(call, 1));
+        json_t *tc = json_object();
+        if (c->req.stream) json_object_set_new(tc, "index", json_integer(h->n_calls));
+        json_object_set_new(tc, "id", json_string(idbuf));
+        json_object_set_new(tc, "type", json_string("function"));
+        json_object_set_new(tc, "function", json_deep_copy(call));
         h->n_calls++;
         if (c->req.stream) {
-            cJSON *d = cJSON_CreateObject(), *arr = cJSON_AddArrayToObject(d, "tool_calls");
-            cJSON_AddItemToArray(arr, tc);
+            json_t *d = json_object(), *arr = json_array();
+            json_object_set_new(d, "tool_calls", arr);
+            json_array_append_new(arr, tc);
             emit_chunk(c, h, d, NULL);
         } else {
-            if (!h->tool_calls) h->tool_calls = cJSON_CreateArray();
-            cJSON_AddItemToArray(h->tool_calls, tc);
+            if (!h->tool_calls) h->tool_calls = json_array();
+            json_array_append_new(h->tool_calls, tc);
         }
         return;
     }
     if (!n) return;
     if (c->req.stream) {
-        cJSON *d = cJSON_CreateObject();
-        cJSON_AddItemToObject(d, kind == DS_PART_REASONING ? "reasoning_content" : "content", string_n(text, n));
+        json_t *d = json_object();
+        json_object_set_new(d, kind == DS_PART_REASONING ? "reasoning_content" : "content", ds_oai_textn(text, n));
         emit_chunk(c, h, d, NULL);
     } else {
         ds_sb_append(kind == DS_PART_REASONING ? &h->reasoning : &h->content, text, n);
@@ -298,12 +291,15 @@ static void on_text(void *user, const char *s, size_t n) {
     if (c->req.kind == DS_OAI_CHAT) {
         ds_chat_parser_feed(&h->parser, s, n, on_part, h);
     } else if (c->req.stream) {
-        emit_chunk(c, h, string_n(s, n), NULL);
+        emit_chunk(c, h, ds_oai_textn(s, n), NULL);
     } else {
         ds_sb_append(&h->content, s, n);
     }
     h->text_offset += n;
 }
+
+/* a logprob of -inf (a token the sampler could not pick) has no JSON number: null, as before */
+static json_t *logprob_json(double x) { return isfinite(x) ? json_real(x) : json_null(); }
 
 static void add_logprobs(ds_completion *c, choice *h, const ds_event *ev) {
     const ds_tokenizer *tok = c->srv->tok;
@@ -311,43 +307,44 @@ static void add_logprobs(ds_completion *c, choice *h, const ds_event *ev) {
     const char *raw = ds_tokenizer_token_bytes(tok, ev->token, &len);
     if (!raw) raw = "", len = 0;
     if (c->req.kind == DS_OAI_CHAT) {
-        if (!h->lp) h->lp = cJSON_CreateArray();
-        cJSON *e = cJSON_CreateObject(), *bytes;
-        cJSON_AddItemToObject(e, "token", ds_oai_token_string(raw, len, &bytes));
-        cJSON_AddNumberToObject(e, "logprob", ev->logprob);
-        cJSON_AddItemToObject(e, "bytes", bytes);
-        cJSON *tops = cJSON_AddArrayToObject(e, "top_logprobs");
+        if (!h->lp) h->lp = json_array();
+        json_t *e = json_object(), *bytes, *tops = json_array();
+        json_object_set_new(e, "token", ds_oai_token_string(raw, len, &bytes));
+        json_object_set_new(e, "logprob", logprob_json(ev->logprob));
+        json_object_set_new(e, "bytes", bytes);
+        json_object_set_new(e, "top_logprobs", tops);
         for (int k = 0; k < ev->n_top && k < c->req.top_logprobs; k++) {
             size_t tl = 0;
             const char *tr = ds_tokenizer_token_bytes(tok, ev->top_ids[k], &tl);
             if (!tr) tr = "", tl = 0;
-            cJSON *t = cJSON_CreateObject(), *tb;
-            cJSON_AddItemToObject(t, "token", ds_oai_token_string(tr, tl, &tb));
-            cJSON_AddNumberToObject(t, "logprob", ev->top_logprobs[k]);
-            cJSON_AddItemToObject(t, "bytes", tb);
-            cJSON_AddItemToArray(tops, t);
+            json_t *t = json_object(), *tb;
+            json_object_set_new(t, "token", ds_oai_token_string(tr, tl, &tb));
+            json_object_set_new(t, "logprob", logprob_json(ev->top_logprobs[k]));
+            json_object_set_new(t, "bytes", tb);
+            json_array_append_new(tops, t);
         }
-        cJSON_AddItemToArray(h->lp, e);
+        json_array_append_new(h->lp, e);
     } else {
         if (!h->lp_tokens) {
-            h->lp_tokens = cJSON_CreateArray();
-            h->lp_token_lps = cJSON_CreateArray();
-            h->lp_tops = cJSON_CreateArray();
-            h->lp_offsets = cJSON_CreateArray();
+            h->lp_tokens = json_array();
+            h->lp_token_lps = json_array();
+            h->lp_tops = json_array();
+            h->lp_offsets = json_array();
         }
-        cJSON_AddItemToArray(h->lp_tokens, ds_oai_token_string(raw, len, NULL));
-        cJSON_AddItemToArray(h->lp_token_lps, cJSON_CreateNumber(ev->logprob));
-        cJSON *tops = cJSON_CreateObject();
+        json_array_append_new(h->lp_tokens, ds_oai_token_string(raw, len, NULL));
+        json_array_append_new(h->lp_token_lps, logprob_json(ev->logprob));
+        json_t *tops = json_object();
         for (int k = 0; k < ev->n_top && k < c->req.top_logprobs; k++) {
             size_t tl = 0;
             const char *tr = ds_tokenizer_token_bytes(tok, ev->top_ids[k], &tl);
-            cJSON *key = ds_oai_token_string(tr ? tr : "", tr ? tl : 0, NULL);
-            if (!cJSON_GetObjectItemCaseSensitive(tops, key->valuestring))
-                cJSON_AddNumberToObject(tops, key->valuestring, ev->top_logprobs[k]);
-            cJSON_Delete(key);
+            json_t *key = ds_oai_token_string(tr ? tr : "", tr ? tl : 0, NULL);
+            const char *ks = json_string_value(key);
+            size_t kn = json_string_length(key);
+            if (ks && !json_object_getn(tops, ks, kn)) json_object_setn_new(tops, ks, kn, logprob_json(ev->top_logprobs[k]));
+            json_decref(key);
         }
-        cJSON_AddItemToArray(h->lp_tops, tops);
-        cJSON_AddItemToArray(h->lp_offsets, cJSON_CreateNumber((double)h->text_offset));
+        json_array_append_new(h->lp_tops, tops);
+        json_array_append_new(h->lp_offsets, json_integer((json_int_t)h->text_offset));
     }
 }
 
@@ -369,7 +366,7 @@ static void end_text(ds_completion *c, choice *h) {
     if (c->req.kind == DS_OAI_CHAT) ds_chat_parser_finish(&h->parser, on_part, h);
     h->done = 1;
     if (c->req.stream && !c->failed) {
-        cJSON *d = c->req.kind == DS_OAI_CHAT ? cJSON_CreateObject() : cJSON_CreateString("");
+        json_t *d = c->req.kind == DS_OAI_CHAT ? json_object() : json_string("");
         emit_chunk(c, h, d, finish_name(h));
     }
 }
@@ -401,7 +398,7 @@ static void on_token(ds_completion *c, choice *h, const ds_event *ev) {
         if (ds_stream_decoder_push(&h->dec, ev->token, &t, &n, &e) != DS_OK) n = 0;
     if (c->start_in_reasoning && !h->think_closed && n) {
         ds_sb_append(&h->think_tail, t, n);
-        if (h->think_tail.n && strstr(h->think_tail.s, "</think>")) h->think_closed = 1;
+        if (memmem(h->think_tail.s, h->think_tail.n, "</think>", 8)) h->think_closed = 1;
         if (h->think_tail.n > 16) ds_sb_consume(&h->think_tail, h->think_tail.n - 16);
     }
     if (n && ds_stop_filter_feed(&h->stop, t, n, on_text, h)) {
@@ -535,12 +532,11 @@ static int http_fail(ds_http_error *err, int status, const char *type, const cha
     return -1;
 }
 
-static int render_prompt(ds_server *s, const ds_oai_request *r, char **text, ds_http_error *err) {
+static int render_prompt(ds_server *s, const ds_oai_request *r, char **text, size_t *len, ds_http_error *err) {
     ds_err e = {0};
-    size_t len;
-    cJSON *ctx = ds_oai_template_context(r, s->eos_text, &e);
-    ds_status st = ctx ? ds_jinja_render(s->tmpl, ctx, text, &len, &e) : e.code ? e.code : DS_EINVAL;
-    cJSON_Delete(ctx);
+    json_t *ctx = ds_oai_template_context(r, s->eos_text, &e);
+    ds_status st = ctx ? ds_jinja_render(s->tmpl, ctx, text, len, &e) : e.code ? e.code : DS_EINVAL;
+    json_decref(ctx);
     if (st) return http_fail(err, 400, "invalid_request_error", "messages", "the chat template failed: %s", e.msg);
     return 0;
 }
@@ -570,16 +566,19 @@ ds_completion *ds_completion_start(ds_server *s, ds_oai_request *req, int fd, ds
     ds_tokens toks = {0};
     ds_err e = {0};
     char *text = NULL;
+    size_t tl = 0;
     if (c->req.kind == DS_OAI_CHAT) {
-        if (render_prompt(s, &c->req, &text, err)) goto fail;
-        size_t tl = strlen(text);
-        c->start_in_reasoning = tl >= 8 && !strcmp(text + tl - 8, "<think>\n");
+        if (render_prompt(s, &c->req, &text, &tl, err)) goto fail;
+        c->start_in_reasoning = tl >= 8 && !memcmp(text + tl - 8, "<think>\n", 8);
         c->parse_tools = c->req.tools && c->req.tool_choice != DS_TOOLS_NONE;
     } else if (c->req.prompt) {
-        text = strdup(c->req.prompt);
+        text = malloc(c->req.prompt_len + 1);
+        if (!text) { http_fail(err, 500, "server_error", NULL, "out of memory"); goto fail; }
+        memcpy(text, c->req.prompt, c->req.prompt_len + 1);
+        tl = c->req.prompt_len;
     }
     if (text) {
-        if (ds_tokenizer_encode(s->tok, text, strlen(text), 1, &toks, &e) != DS_OK) {
+        if (ds_tokenizer_encode(s->tok, text, tl, 1, &toks, &e) != DS_OK) {
             http_fail(err, 400, "invalid_request_error", c->req.kind == DS_OAI_CHAT ? "messages" : "prompt",
                       "the prompt could not be tokenized: %s", e.msg);
             goto fail;
@@ -624,7 +623,7 @@ ds_completion *ds_completion_start(ds_server *s, ds_oai_request *req, int fd, ds
             http_fail(err, 500, "server_error", NULL, "%s", e.msg);
             goto fail;
         }
-        ds_stop_filter_init(&h->stop, c->req.stop, c->req.n_stop);
+        ds_stop_filter_init(&h->stop, c->req.stop, c->req.stop_len, c->req.n_stop);
         ds_chat_parser_init(&h->parser, c->start_in_reasoning, c->parse_tools);
         if (c->req.kind == DS_OAI_CHAT && c->req.tool_choice >= DS_TOOLS_REQUIRED) {
             if (ds_tool_constraint_init(&h->call, s->tok, s->call_form, c->req.tools,
@@ -712,13 +711,14 @@ ds_completion *ds_completion_start(ds_server *s, ds_oai_request *req, int fd, ds
         ds_sb pending = c->out;
         c->out = (ds_sb){0};
         for (int i = 0; i < c->n; i++) {
-            cJSON *ch, *o = chunk_new(c, i, &ch), *d = cJSON_AddObjectToObject(ch, "delta");
-            cJSON_AddStringToObject(d, "role", "assistant");
-            cJSON_AddStringToObject(d, "content", "");
-            cJSON_AddNullToObject(ch, "logprobs");
-            cJSON_AddNullToObject(ch, "finish_reason");
+            json_t *ch, *o = chunk_new(c, i, &ch), *d = json_object();
+            json_object_set_new(ch, "delta", d);
+            json_object_set_new(d, "role", json_string("assistant"));
+            json_object_set_new(d, "content", json_string(""));
+            json_object_set_new(ch, "logprobs", json_null());
+            json_object_set_new(ch, "finish_reason", json_null());
             ds_sse_data(&c->out, o);
-            cJSON_Delete(o);
+            json_decref(o);
         }
         if (pending.n) ds_sb_append(&c->out, pending.s, pending.n);
         ds_sb_free(&pending);
@@ -751,38 +751,30 @@ char *ds_completion_wait_json(ds_completion *c, int *status) {
         snprintf(msg, sizeof msg, "the model failed: %s", c->fail_msg);
         return ds_oai_error_json(500, "server_error", NULL, msg);
     }
-    cJSON *arr;
+    json_t *arr;
     int chat = c->req.kind == DS_OAI_CHAT;
-    cJSON *o = ds_oai_envelope(c->id, chat ? "chat.completion" : "text_completion", c->created, c->srv->model_name, &arr);
+    json_t *o = ds_oai_envelope(c->id, chat ? "chat.completion" : "text_completion", c->created, c->srv->model_name, &arr);
     for (int i = 0; i < c->n; i++) {
         choice *h = &c->ch[i];
-        cJSON *ch = cJSON_CreateObject();
-        cJSON_AddNumberToObject(ch, "index", i);
+        json_t *ch = json_object();
+        json_object_set_new(ch, "index", json_integer(i));
         if (chat) {
-            cJSON *m = cJSON_AddObjectToObject(ch, "message");
-            cJSON_AddStringToObject(m, "role", "assistant");
-            if (h->content.n || !h->tool_calls) cJSON_AddItemToObject(m, "content", string_n(h->content.s ? h->content.s : "", h->content.n));
-            else cJSON_AddNullToObject(m, "content");
-            if (h->reasoning.n || c->start_in_reasoning)
-                cJSON_AddItemToObject(m, "reasoning_content", string_n(h->reasoning.s ? h->reasoning.s : "", h->reasoning.n));
-            if (h->tool_calls) {
-                cJSON_AddItemToObject(m, "tool_calls", h->tool_calls);
-                h->tool_calls = NULL;
-            }
+            json_object_set_new(ch, "message", ds_oai_chat_message(h->content.s, h->content.n, h->reasoning.s, h->reasoning.n,
+                                                                   c->start_in_reasoning, h->tool_calls));
+            h->tool_calls = NULL;
         } else {
-            cJSON_AddItemToObject(ch, "text", string_n(h->content.s ? h->content.s : "", h->content.n));
+            json_object_set_new(ch, "text", ds_oai_textn(h->content.s, h->content.n));
         }
-        cJSON *lp = take_logprobs(c, h);
-        if (lp) cJSON_AddItemToObject(ch, "logprobs", lp);
-        else cJSON_AddNullToObject(ch, "logprobs");
-        cJSON_AddStringToObject(ch, "finish_reason", finish_name(h));
-        cJSON_AddItemToArray(arr, ch);
+        json_t *lp = take_logprobs(c, h);
+        json_object_set_new(ch, "logprobs", lp ? lp : json_null());
+        json_object_set_new(ch, "finish_reason", json_string(finish_name(h)));
+        json_array_append_new(arr, ch);
     }
     ds_oai_usage u = usage_of(c);
-    cJSON_AddItemToObject(o, "usage", ds_oai_usage_json(&u));
+    json_object_set_new(o, "usage", ds_oai_usage_json(&u));
     settle(c, OUT_DONE);
-    char *s = cJSON_PrintUnformatted(o);
-    cJSON_Delete(o);
+    char *s = ds_json_dump(o);
+    json_decref(o);
     *status = s ? 200 : 500;
     return s ? s : ds_oai_error_json(500, "server_error", NULL, "out of memory");
 }
@@ -797,13 +789,13 @@ static void stream_tail(ds_completion *c) {
         ds_sse_error(&c->out, "server_error", msg);
     } else {
         if (c->req.include_usage) {
-            cJSON *arr;
-            cJSON *o = ds_oai_envelope(c->id, c->req.kind == DS_OAI_CHAT ? "chat.completion.chunk" : "text_completion",
-                                       c->created, c->srv->model_name, &arr);
+            json_t *arr;
+            json_t *o = ds_oai_envelope(c->id, c->req.kind == DS_OAI_CHAT ? "chat.completion.chunk" : "text_completion",
+                                        c->created, c->srv->model_name, &arr);
             ds_oai_usage u = usage_of(c);
-            cJSON_AddItemToObject(o, "usage", ds_oai_usage_json(&u));
+            json_object_set_new(o, "usage", ds_oai_usage_json(&u));
             ds_sse_data(&c->out, o);
-            cJSON_Delete(o);
+            json_decref(o);
         }
         settle(c, OUT_DONE);
         ds_sse_done(&c->out);

@@ -22,6 +22,7 @@
 
 #include "server/completion.h"
 #include "server/conn_guard.h"
+#include "server/json_text.h"
 #include "server/openai_request.h"
 #include "server/openai_response.h"
 #include "server/server_int.h"
@@ -110,17 +111,17 @@ static int key_ok(const ds_server *s, struct MHD_Connection *conn) {
 /* --- routes --- */
 
 static enum MHD_Result route_models(ds_server *s, struct MHD_Connection *conn) {
-    cJSON *o = cJSON_CreateObject();
-    cJSON_AddStringToObject(o, "object", "list");
-    cJSON *data = cJSON_AddArrayToObject(o, "data"), *m = cJSON_CreateObject();
-    cJSON_AddStringToObject(m, "id", s->model_name);
-    cJSON_AddStringToObject(m, "object", "model");
-    cJSON_AddNumberToObject(m, "created", (double)time(NULL));
-    cJSON_AddStringToObject(m, "owned_by", "deltaserve");
-    cJSON_AddNumberToObject(m, "max_model_len", s->ctx);
-    cJSON_AddItemToArray(data, m);
-    char *body = cJSON_PrintUnformatted(o);
-    cJSON_Delete(o);
+    json_t *o = json_object(), *data = json_array(), *m = json_object();
+    json_object_set_new(o, "object", json_string("list"));
+    json_object_set_new(o, "data", data);
+    json_object_set_new(m, "id", ds_oai_text(s->model_name));
+    json_object_set_new(m, "object", json_string("model"));
+    json_object_set_new(m, "created", json_integer((json_int_t)time(NULL)));
+    json_object_set_new(m, "owned_by", json_string("deltaserve"));
+    json_object_set_new(m, "max_model_len", json_integer(s->ctx));
+    json_array_append_new(data, m);
+    char *body = ds_json_dump(o);
+    json_decref(o);
     return send_json(conn, 200, body);
 }
 

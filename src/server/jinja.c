@@ -96,7 +96,7 @@ void ds_jinja_free(ds_jinja *t) {
     free(t);
 }
 
-ds_status ds_jinja_render_limited(const ds_jinja *t, const cJSON *ctx, const ds_jinja_limits *lim, char **out,
+ds_status ds_jinja_render_limited(const ds_jinja *t, const json_t *ctx, const ds_jinja_limits *lim, char **out,
                                   size_t *len, ds_err *e) {
     *out = NULL;
     *len = 0;
@@ -116,28 +116,22 @@ ds_status ds_jinja_render_limited(const ds_jinja *t, const cJSON *ctx, const ds_
     return s;
 }
 
-ds_status ds_jinja_render(const ds_jinja *t, const cJSON *ctx, char **out, size_t *len, ds_err *e) {
+ds_status ds_jinja_render(const ds_jinja *t, const json_t *ctx, char **out, size_t *len, ds_err *e) {
     ds_jinja_limits lim = ds_jinja_default_limits();
     return ds_jinja_render_limited(t, ctx, &lim, out, len, e);
 }
 
-ds_status ds_jinja_merge_kwargs(cJSON *ctx, const cJSON *kwargs, ds_err *e) {
-    if (!kwargs || cJSON_IsNull(kwargs)) return DS_OK;
-    if (!cJSON_IsObject(ctx)) return ds_fail(e, DS_EINVAL, "chat template context is not a JSON object");
-    if (!cJSON_IsObject(kwargs)) return ds_fail(e, DS_EINVAL, "chat_template_kwargs must be a JSON object");
-    for (const cJSON *k = kwargs->child; k; k = k->next) {
-        if (!k->string || !strcmp(k->string, "messages") || !strcmp(k->string, "tools")) continue;
-        cJSON *copy = cJSON_Duplicate(k, 1);
-        if (!copy) return ds_fail(e, DS_ENOMEM, "out of memory");
-        if (cJSON_GetObjectItemCaseSensitive(ctx, k->string)) {
-            if (!cJSON_ReplaceItemInObjectCaseSensitive(ctx, k->string, copy)) {
-                cJSON_Delete(copy);
-                return ds_fail(e, DS_ENOMEM, "out of memory");
-            }
-        } else if (!cJSON_AddItemToObject(ctx, k->string, copy)) {
-            cJSON_Delete(copy);
-            return ds_fail(e, DS_ENOMEM, "out of memory");
-        }
+ds_status ds_jinja_merge_kwargs(json_t *ctx, const json_t *kwargs, ds_err *e) {
+    if (!kwargs || json_is_null(kwargs)) return DS_OK;
+    if (!json_is_object(ctx)) return ds_fail(e, DS_EINVAL, "chat template context is not a JSON object");
+    if (!json_is_object(kwargs)) return ds_fail(e, DS_EINVAL, "chat_template_kwargs must be a JSON object");
+    const char *k;
+    size_t kn;
+    json_t *v;
+    json_object_keylen_foreach((json_t *)kwargs, k, kn, v) {
+        if ((kn == 8 && !memcmp(k, "messages", 8)) || (kn == 5 && !memcmp(k, "tools", 5))) continue;
+        /* the render only reads: the value is shared, not copied */
+        if (json_object_setn(ctx, k, kn, v)) return ds_fail(e, DS_ENOMEM, "out of memory");
     }
     return DS_OK;
 }

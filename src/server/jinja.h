@@ -9,16 +9,17 @@
  *
  * A template is compiled once (read-only afterwards, so one compiled template
  * may be rendered by several threads at once) and rendered with a context
- * given as a cJSON object: its members become the template's top-level
+ * given as a jansson JSON object: its members become the template's top-level
  * variables (messages, tools, add_generation_prompt, bos_token, ... and the
- * request's chat_template_kwargs, see ds_jinja_merge_kwargs).
+ * request's chat_template_kwargs, see ds_jinja_merge_kwargs). Its strings
+ * are taken with their length: a U+0000 in a message is part of it.
  *
  * Every render is bounded (output bytes, memory, evaluation steps, nesting),
  * so a hostile template or request ends with an error, never a hang. */
 #ifndef DS_JINJA_H
 #define DS_JINJA_H
 
-#include <cjson/cJSON.h>
+#include <jansson.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -47,14 +48,14 @@ void ds_jinja_free(ds_jinja *t);
  * Failures name the template's LINE:COL: DS_EINVAL for errors of the
  * template or of the values it got (raise_exception, `'a' + none`, unknown
  * filter...), DS_ENOMEM when a limit was reached. */
-ds_status ds_jinja_render(const ds_jinja *t, const cJSON *ctx, char **out, size_t *len, ds_err *e);
-ds_status ds_jinja_render_limited(const ds_jinja *t, const cJSON *ctx, const ds_jinja_limits *lim, char **out,
+ds_status ds_jinja_render(const ds_jinja *t, const json_t *ctx, char **out, size_t *len, ds_err *e);
+ds_status ds_jinja_render_limited(const ds_jinja *t, const json_t *ctx, const ds_jinja_limits *lim, char **out,
                                   size_t *len, ds_err *e);
 
 /* Adds a request's chat_template_kwargs (a JSON object, or NULL) to a render
  * context, at the top level, as transformers' apply_chat_template does: a
  * kwarg replaces a context member of the same name, except "messages" and
  * "tools", which only the request itself sets. */
-ds_status ds_jinja_merge_kwargs(cJSON *ctx, const cJSON *kwargs, ds_err *e);
+ds_status ds_jinja_merge_kwargs(json_t *ctx, const json_t *kwargs, ds_err *e);
 
 #endif

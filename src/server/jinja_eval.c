@@ -636,19 +636,19 @@ static int exec_block(jr *r, const jlist *body, jscope *s, jbuf *out) {
     return J_OK;
 }
 
-int je_render(jr *r, const ds_jinja *t, const cJSON *ctx, jbuf *out) {
+int je_render(jr *r, const ds_jinja *t, const json_t *ctx, jbuf *out) {
     jscope *g;
     JTRY(new_scope(r, UINT32_MAX, NULL, &g));
-    if (ctx && !cJSON_IsObject(ctx)) return jr_fail(r, UINT32_MAX, DS_EINVAL, "the render context must be a JSON object");
-    for (const cJSON *c = ctx ? ctx->child : NULL; c; c = c->next) {
-        if (!c->string) continue;
-        size_t kn = strlen(c->string);
-        if (jb_is_global_name(c->string, kn))   /* HF refuses to declare these twice */
-            return jr_fail(r, UINT32_MAX, DS_EINVAL, "context variable '%s' is a built-in name", c->string);
-        /* a key given twice: the last value wins, as JSON.parse has it */
+    if (ctx && !json_is_object(ctx)) return jr_fail(r, UINT32_MAX, DS_EINVAL, "the render context must be a JSON object");
+    const char *k;
+    size_t kn;
+    json_t *c;
+    if (ctx) json_object_keylen_foreach((json_t *)ctx, k, kn, c) {
+        if (jb_is_global_name(k, kn))   /* HF refuses to declare these twice */
+            return jr_fail(r, UINT32_MAX, DS_EINVAL, "context variable '%s' is a built-in name", k);
         jv v;
-        JTRY(jv_from_cjson(r, c, &v, 0));
-        JTRY(scope_set(r, UINT32_MAX, g, (jstr){c->string, kn}, v));
+        JTRY(jv_from_json(r, c, &v, 0));
+        JTRY(scope_set(r, UINT32_MAX, g, (jstr){k, kn}, v));
     }
     int rc = exec_block(r, &t->body, g, out);
     if (rc == J_BREAK || rc == J_CONTINUE) return jr_fail(r, UINT32_MAX, DS_EINVAL, "{%% break %%} or {%% continue %%} outside a loop");

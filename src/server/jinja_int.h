@@ -13,11 +13,11 @@
  * parsing, the tree stays); a render owns another, from which every value and
  * every piece of text is allocated and which is released in one go at the end.
  * Values therefore never need freeing, and cycles (a namespace holding itself)
- * cost nothing. Strings of the context point into the caller's cJSON tree. */
+ * cost nothing. Strings of the context point into the caller's jansson tree. */
 #ifndef DS_JINJA_INT_H
 #define DS_JINJA_INT_H
 
-#include <cjson/cJSON.h>
+#include <jansson.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <string.h>
@@ -223,7 +223,7 @@ const jv *jobj_get(const jobj *o, const char *k, size_t kn);
 int jobj_set(jr *r, uint32_t pos, jobj *o, jstr key, jv val);
 int jv_new_func(jr *r, uint32_t pos, int kind, int id, jv self, const jnode *node, jscope *scope, jv *out);
 int jv_concat(jr *r, uint32_t pos, jstr a, jstr b, jv *out);
-int jv_from_cjson(jr *r, const cJSON *j, jv *out, int depth);
+int jv_from_json(jr *r, const json_t *j, jv *out, int depth);
 
 /* Text forms (see jinja_value.c for which JavaScript conversion each mirrors). */
 int jv_render(jr *r, uint32_t pos, jv v, jbuf *b);   /* RuntimeValue.toString(), as output */
@@ -270,7 +270,7 @@ int jb_is_global_name(const char *name, size_t n);
 int je_eval(jr *r, const jnode *n, jscope *s, jv *out);
 int je_call_args(jr *r, const jlist *args, jscope *s, jv **out, int *n_out, jobj **kw_out);
 int je_call_function(jr *r, uint32_t pos, jv fn, jv *args, int n_args, jscope *s, jv *out);
-int je_render(jr *r, const ds_jinja *t, const cJSON *ctx, jbuf *out);
+int je_render(jr *r, const ds_jinja *t, const json_t *ctx, jbuf *out);
 
 #define JTRY(x)                       \
     do {                              \

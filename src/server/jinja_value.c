@@ -585,8 +585,7 @@ int jv_concat(jr *r, uint32_t pos, jstr a, jstr b, jv *out) {
 
 /* A key JavaScript treats as an array index ("0", "17", not "01"): such
  * keys come first, in numeric order, in Object.entries of a parsed object. */
-static int index_key(const char *k, double *v) {
-    size_t n = strlen(k);
+static int index_key_n(const char *k, size_t n, double *v) {
     if (n == 0 || n > 10 || (n > 1 && k[0] == '0')) return 0;
     double x = 0;
     for (size_t i = 0; i < n; i++) {
@@ -597,53 +596,54 @@ static int index_key(const char *k, double *v) {
     return x <= 4294967294.0;
 }
 
-int jv_from_cjson(jr *r, const cJSON *j, jv *out, int depth) {
+typedef struct {
+    const char *k;
+    size_t kn;
+    const json_t *v;
+} jmember;
+
+int jv_from_json(jr *r, const json_t *j, jv *out, int depth) {
     if (depth > 1000) return jr_fail(r, 0, DS_EINVAL, "context nested more than 1000 deep");
-    if (cJSON_IsNull(j)) *out = jv_null();
-    else if (cJSON_IsBool(j)) *out = jv_bool(cJSON_IsTrue(j));
-    else if (cJSON_IsNumber(j)) {
-        double x = j->valuedouble;
+    if (json_is_null(j)) *out = jv_null();
+    else if (json_is_boolean(j)) *out = jv_bool(json_is_true(j));
+    else if (json_is_number(j)) {
+        double x = json_number_value(j);
         *out = isfinite(x) && floor(x) == x ? jv_int(x) : jv_float(x);
-    } else if (cJSON_IsString(j)) *out = jv_str(j->valuestring, strlen(j->valuestring));
-    else if (cJSON_IsArray(j)) {
-        size_t n = (size_t)cJSON_GetArraySize(j);
+    } else if (json_is_string(j)) *out = jv_str(json_string_value(j), json_string_length(j));
+    else if (json_is_array(j)) {
+        size_t n = json_array_size(j);
         JTRY(jv_new_array(r, 0, n, out));
-        size_t i = 0;
-        for (const cJSON *c = j->child; c && i < n; c = c->next) JTRY(jv_from_cjson(r, c, &out->u.a->items[i++], depth + 1));
-    } else if (cJSON_IsObject(j)) {
-        size_t n = (size_t)cJSON_GetArraySize(j), n_idx = 0;
+        for (size_t i = 0; i < n; i++) JTRY(jv_from_json(r, json_array_get(j, i), &out->u.a->items[i], depth + 1));
+    } else if (json_is_object(j)) {
+        size_t n = json_object_size(j), m = 0;
         JTRY(jv_new_object(r, 0, n, JV_OBJECT, out));
-        const cJSON **idx = NULL;
-        for (const cJSON *c = j->child; c; c = c->next) {
-            double v;
-            if (c->string && index_key(c->string, &v)) n_idx++;
-        }
-        if (n_idx) {
-            if (!(idx = ja_alloc(&r->arena, n_idx * sizeof *idx))) return jr_oom(r, 0);
-            size_t m = 0;
-            for (const cJSON *c = j->child; c; c = c->next) {
-                double v, w;
-                if (!c->string || !index_key(c->string, &v)) continue;
-                size_t at = m++;   /* insertion sort keeps equal keys in order */
-                while (at > 0 && (index_key(idx[at - 1]->string, &w), w > v)) {
-                    idx[at] = idx[at - 1];
-                    at--;
-                }
-                idx[at] = c;
+        if (!n) return J_OK;
+        jmember *mem = ja_alloc(&r->arena, n * sizeof *mem);
+        if (!mem) return jr_oom(r, 0);
+        const char *k;
+        size_t kn;
+        json_t *v;
+        /* as a JavaScript object: integer-like keys first, ascending, then the rest in insertion order */
+        json_object_keylen_foreach((json_t *)j, k, kn, v) {
+            double x, w;
+            if (m == n) break;
+            if (!index_key_n(k, kn, &x)) continue;
+            size_t at = m++;   /* insertion sort keeps equal keys in order */
+            while (at > 0 && (index_key_n(mem[at - 1].k, mem[at - 1].kn, &w), w > x)) {
+                mem[at] = mem[at - 1];
+                at--;
             }
+            mem[at] = (jmember){k, kn, v};
         }
-        for (size_t pass = 0; pass < 2; pass++) {
-            size_t m = 0;
-            for (const cJSON *c = pass == 0 ? (n_idx ? idx[0] : NULL) : j->child; c;
-                 c = pass == 0 ? (++m < n_idx ? idx[m] : NULL) : c->next) {
-                double v;
-                if (!c->string) continue;
-                if (pass == 1 && index_key(c->string, &v)) continue;
-                jv val;
-                JTRY(jv_from_cjson(r, c, &val, depth + 1));
-                jstr key = {c->string, strlen(c->string)};
-                JTRY(jobj_set(r, 0, out->u.o, key, val));
-            }
+        json_object_keylen_foreach((json_t *)j, k, kn, v) {
+            double x;
+            if (m == n) break;
+            if (!index_key_n(k, kn, &x)) mem[m++] = (jmember){k, kn, v};
+        }
+        for (size_t i = 0; i < m; i++) {
+            jv val;
+            JTRY(jv_from_json(r, mem[i].v, &val, depth + 1));
+            JTRY(jobj_set(r, 0, out->u.o, (jstr){mem[i].k, mem[i].kn}, val));
         }
     } else {
         return jr_fail(r, 0, DS_EINVAL, "context holds a JSON value of an unknown type");

@@ -2,6 +2,7 @@
 #include "server/openai_request.h"
 
 #include "server/jinja.h"
+#include "server/json_text.h"
 
 #include <math.h>
 #include <stdarg.h>
@@ -19,180 +20,198 @@ static int fail(ds_oai_error *err, const char *param, const char *fmt, ...) {
     return -1;
 }
 
-static const cJSON *get(const cJSON *o, const char *k) {
-    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, k);
-    return cJSON_IsNull(v) ? NULL : v;
+static const json_t *get(const json_t *o, const char *k) {
+    const json_t *v = json_is_object(o) ? json_object_get(o, k) : NULL;
+    return json_is_null(v) ? NULL : v;
 }
 
-static int get_number(const cJSON *o, const char *k, double lo, double hi, double *out, ds_oai_error *err) {
-    const cJSON *v = get(o, k);
+static int get_number(const json_t *o, const char *k, double lo, double hi, double *out, ds_oai_error *err) {
+    const json_t *v = get(o, k);
     if (!v) return 0;
-    if (!cJSON_IsNumber(v) || !isfinite(v->valuedouble))
-        return fail(err, k, "'%s' must be a number", k);
-    if (v->valuedouble < lo || v->valuedouble > hi)
-        return fail(err, k, "'%s' must be between %g and %g, got %g", k, lo, hi, v->valuedouble);
-    *out = v->valuedouble;
+    double x = json_number_value(v);
+    if (!json_is_number(v) || !isfinite(x)) return fail(err, k, "'%s' must be a number", k);
+    if (x < lo || x > hi) return fail(err, k, "'%s' must be between %g and %g, got %g", k, lo, hi, x);
+    *out = x;
     return 1;
 }
 
-static int get_int(const cJSON *o, const char *k, double lo, double hi, long long *out, ds_oai_error *err) {
-    const cJSON *v = get(o, k);
+static int get_int(const json_t *o, const char *k, double lo, double hi, long long *out, ds_oai_error *err) {
+    const json_t *v = get(o, k);
     if (!v) return 0;
-    if (!cJSON_IsNumber(v) || v->valuedouble != floor(v->valuedouble) || !isfinite(v->valuedouble))
-        return fail(err, k, "'%s' must be an integer", k);
-    if (v->valuedouble < lo || v->valuedouble > hi)
-        return fail(err, k, "'%s' must be between %.0f and %.0f, got %.0f", k, lo, hi, v->valuedouble);
-    *out = (long long)v->valuedouble;
+    double x = json_number_value(v);
+    if (!json_is_number(v) || x != floor(x) || !isfinite(x)) return fail(err, k, "'%s' must be an integer", k);
+    if (x < lo || x > hi) return fail(err, k, "'%s' must be between %.0f and %.0f, got %.0f", k, lo, hi, x);
+    *out = (long long)x;
     return 1;
 }
 
-static int get_bool(const cJSON *o, const char *k, int *out, ds_oai_error *err) {
-    const cJSON *v = get(o, k);
+static int get_bool(const json_t *o, const char *k, int *out, ds_oai_error *err) {
+    const json_t *v = get(o, k);
     if (!v) return 0;
-    if (!cJSON_IsBool(v)) return fail(err, k, "'%s' must be a boolean", k);
-    *out = cJSON_IsTrue(v);
+    if (!json_is_boolean(v)) return fail(err, k, "'%s' must be a boolean", k);
+    *out = json_is_true(v);
     return 1;
 }
 
-/* message content: a string, or a list of text parts, as one string */
-static int content_text(const cJSON *c, int i, char **out, ds_oai_error *err) {
+/* message content: a string, or a list of text parts, as one string (with its length) */
+static json_t *content_text(const json_t *c, int i, ds_oai_error *err) {
     char param[64];
     snprintf(param, sizeof param, "messages[%d].content", i);
-    if (cJSON_IsString(c)) {
-        *out = strdup(c->valuestring);
-        return *out ? 0 : fail(err, param, "out of memory");
+    if (json_is_string(c)) return json_copy((json_t *)c);
+    if (!json_is_array(c)) {
+        fail(err, param, "'%s' must be a string or an array of content parts", param);
+        return NULL;
     }
-    if (!cJSON_IsArray(c)) return fail(err, param, "'%s' must be a string or an array of content parts", param);
-    size_t n = 0;
-    const cJSON *p;
-    cJSON_ArrayForEach(p, c) {
-        const cJSON *t = get(p, "type"), *x = get(p, "text");
-        if (!cJSON_IsObject(p) || !cJSON_IsString(t))
-            return fail(err, param, "each part of '%s' must be an object with a 'type'", param);
-        if (strcmp(t->valuestring, "text"))
-            return fail(err, param, "content parts of type '%s' are not supported (only 'text')", t->valuestring);
-        if (!cJSON_IsString(x)) return fail(err, param, "a text part of '%s' needs a 'text' string", param);
-        n += strlen(x->valuestring);
+    size_t n = 0, k;
+    const json_t *p;
+    json_array_foreach(c, k, p) {
+        const json_t *t = get(p, "type"), *x = get(p, "text");
+        if (!json_is_object(p) || !json_is_string(t)) {
+            fail(err, param, "each part of '%s' must be an object with a 'type'", param);
+            return NULL;
+        }
+        if (!ds_json_str_is(t, "text")) {
+            fail(err, param, "content parts of type '%s' are not supported (only 'text')", json_string_value(t));
+            return NULL;
+        }
+        if (!json_is_string(x)) {
+            fail(err, param, "a text part of '%s' needs a 'text' string", param);
+            return NULL;
+        }
+        n += json_string_length(x);
     }
     char *s = malloc(n + 1);
-    if (!s) return fail(err, param, "out of memory");
-    s[0] = 0;
-    cJSON_ArrayForEach(p, c) strcat(s, get(p, "text")->valuestring);
-    *out = s;
+    if (!s) {
+        fail(err, param, "out of memory");
+        return NULL;
+    }
+    size_t at = 0;
+    json_array_foreach(c, k, p) {
+        const json_t *x = get(p, "text");
+        memcpy(s + at, json_string_value(x), json_string_length(x));
+        at += json_string_length(x);
+    }
+    json_t *out = json_stringn_nocheck(s, n);   /* parts of valid strings joined: valid */
+    free(s);
+    if (!out) fail(err, param, "out of memory");
+    return out;
+}
+
+static int is_role(const json_t *v) {
+    static const char *roles[] = {"system", "developer", "user", "assistant", "tool"};
+    for (size_t i = 0; i < sizeof roles / sizeof *roles; i++)
+        if (ds_json_str_is(v, roles[i])) return 1;
     return 0;
 }
 
-/* Sets obj[key] = v, dropping every item of that name first: a JSON object
- * may repeat a name, and the template must see the one value checked here
- * (the first, which is what the lookups above read). */
-static void set_only(cJSON *obj, const char *key, cJSON *v) {
-    while (cJSON_GetObjectItemCaseSensitive(obj, key)) cJSON_DeleteItemFromObjectCaseSensitive(obj, key);
-    cJSON_AddItemToObject(obj, key, v);
+static int parse_calls(json_t *out, const json_t *calls, int i, ds_oai_error *err) {
+    char param[64];
+    snprintf(param, sizeof param, "messages[%d].tool_calls", i);
+    if (!json_is_array(calls)) return fail(err, param, "'%s' must be an array", param);
+    size_t k;
+    json_t *call, *oc = json_object_get(out, "tool_calls");
+    json_array_foreach(oc, k, call) {
+        json_t *f = json_is_object(call) ? json_object_get(call, "function") : NULL;
+        json_t *nm = json_is_object(f) ? json_object_get(f, "name") : NULL;
+        json_t *args = json_is_object(f) ? json_object_get(f, "arguments") : NULL;
+        if (!json_is_object(f) || !json_is_string(nm))
+            return fail(err, param, "each of '%s' needs a function with a name", param);
+        if (json_is_string(args)) {   /* templates iterate over the arguments: give them the object */
+            char msg[256];
+            json_t *parsed = ds_json_parse(json_string_value(args), json_string_length(args), msg, sizeof msg);
+            if (!json_is_object(parsed)) {
+                json_decref(parsed);
+                return fail(err, param, "the arguments of '%s' must be a JSON object", param);
+            }
+            json_object_set_new(f, "arguments", parsed);
+        } else if (!args || json_is_null(args)) {
+            json_object_set_new(f, "arguments", json_object());
+        } else if (!json_is_object(args)) {
+            return fail(err, param, "the arguments of '%s' must be a JSON string", param);
+        }
+    }
+    return 0;
 }
 
-static int parse_messages(const cJSON *root, ds_oai_request *r, ds_oai_error *err) {
-    const cJSON *ms = get(root, "messages");
+static int parse_messages(const json_t *root, ds_oai_request *r, ds_oai_error *err) {
+    const json_t *ms = get(root, "messages");
     if (!ms) return fail(err, "messages", "'messages' is required");
-    if (!cJSON_IsArray(ms)) return fail(err, "messages", "'messages' must be an array");
-    int n_messages = cJSON_GetArraySize(ms);
+    if (!json_is_array(ms)) return fail(err, "messages", "'messages' must be an array");
+    size_t n_messages = json_array_size(ms);
     if (n_messages == 0) return fail(err, "messages", "'messages' must not be empty");
     if (n_messages > DS_OAI_MAX_MESSAGES)
-        return fail(err, "messages", "'messages' has %d messages; at most %d are allowed", n_messages, DS_OAI_MAX_MESSAGES);
-    r->messages = cJSON_CreateArray();
-    int i = 0;
-    const cJSON *m;
-    cJSON_ArrayForEach(m, ms) {
+        return fail(err, "messages", "'messages' has %zu messages; at most %d are allowed", n_messages, DS_OAI_MAX_MESSAGES);
+    r->messages = json_array();
+    size_t i;
+    const json_t *m;
+    json_array_foreach(ms, i, m) {
         char param[64];
-        snprintf(param, sizeof param, "messages[%d]", i);
-        if (!cJSON_IsObject(m)) return fail(err, param, "'%s' must be an object", param);
-        const cJSON *role = get(m, "role");
-        snprintf(param, sizeof param, "messages[%d].role", i);
-        if (!cJSON_IsString(role)) return fail(err, param, "'%s' must be a string", param);
-        const char *rl = role->valuestring;
-        if (strcmp(rl, "system") && strcmp(rl, "developer") && strcmp(rl, "user") && strcmp(rl, "assistant") &&
-            strcmp(rl, "tool"))
-            return fail(err, param, "'%s' must be system, developer, user, assistant or tool, got '%s'", param, rl);
-        cJSON *out = cJSON_Duplicate(m, 1);
-        cJSON_AddItemToArray(r->messages, out);
-        set_only(out, "role", cJSON_CreateString(strcmp(rl, "developer") ? rl : "system"));
-        const cJSON *c = get(m, "content"), *calls = get(m, "tool_calls");
+        snprintf(param, sizeof param, "messages[%zu]", i);
+        if (!json_is_object(m)) return fail(err, param, "'%s' must be an object", param);
+        const json_t *role = get(m, "role");
+        snprintf(param, sizeof param, "messages[%zu].role", i);
+        if (!json_is_string(role)) return fail(err, param, "'%s' must be a string", param);
+        if (!is_role(role))
+            return fail(err, param, "'%s' must be system, developer, user, assistant or tool, got '%s'", param,
+                        json_string_value(role));
+        json_t *out = json_deep_copy(m);
+        if (!out || json_array_append_new(r->messages, out)) return fail(err, param, "out of memory");
+        if (ds_json_str_is(role, "developer")) json_object_set_new(out, "role", json_string("system"));
+        const json_t *c = get(m, "content"), *calls = get(m, "tool_calls");
         if (!c) {
-            if (strcmp(rl, "assistant") || !calls) {
-                snprintf(param, sizeof param, "messages[%d].content", i);
+            if (!ds_json_str_is(role, "assistant") || !calls) {
+                snprintf(param, sizeof param, "messages[%zu].content", i);
                 return fail(err, param, "'%s' is required", param);
             }
-            set_only(out, "content", cJSON_CreateString(""));
+            json_object_set_new(out, "content", json_string(""));
         } else {
-            char *text;
-            if (content_text(c, i, &text, err)) return -1;
-            set_only(out, "content", cJSON_CreateString(text));
-            free(text);
+            json_t *text = content_text(c, (int)i, err);
+            if (!text) return -1;
+            json_object_set_new(out, "content", text);
         }
-        if (!calls) {   /* null, or a null first of repeated names: no calls */
-            while (cJSON_GetObjectItemCaseSensitive(out, "tool_calls"))
-                cJSON_DeleteItemFromObjectCaseSensitive(out, "tool_calls");
-        } else {
-            snprintf(param, sizeof param, "messages[%d].tool_calls", i);
-            if (!cJSON_IsArray(calls)) return fail(err, param, "'%s' must be an array", param);
-            cJSON *oc = cJSON_DetachItemFromObjectCaseSensitive(out, "tool_calls"), *call;
-            set_only(out, "tool_calls", oc);
-            cJSON_ArrayForEach(call, oc) {
-                cJSON *f = cJSON_GetObjectItemCaseSensitive(call, "function");
-                cJSON *nm = cJSON_GetObjectItemCaseSensitive(f, "name");
-                cJSON *args = cJSON_GetObjectItemCaseSensitive(f, "arguments");
-                if (!cJSON_IsObject(f) || !cJSON_IsString(nm))
-                    return fail(err, param, "each of '%s' needs a function with a name", param);
-                if (cJSON_IsString(args)) {   /* templates iterate over the arguments: give them the object */
-                    cJSON *parsed = cJSON_ParseWithOpts(args->valuestring, NULL, 1);
-                    if (!cJSON_IsObject(parsed)) {
-                        cJSON_Delete(parsed);
-                        return fail(err, param, "the arguments of '%s' must be a JSON object", param);
-                    }
-                    cJSON_ReplaceItemInObjectCaseSensitive(f, "arguments", parsed);
-                } else if (!args) {
-                    cJSON_AddItemToObject(f, "arguments", cJSON_CreateObject());
-                } else if (!cJSON_IsObject(args)) {
-                    return fail(err, param, "the arguments of '%s' must be a JSON string", param);
-                }
-            }
-        }
-        i++;
+        if (!calls) json_object_del(out, "tool_calls");   /* null: no calls */
+        else if (parse_calls(out, calls, (int)i, err)) return -1;
     }
     return 0;
 }
 
-static int parse_tools(const cJSON *root, ds_oai_request *r, ds_oai_error *err) {
-    const cJSON *tools = get(root, "tools");
+static const json_t *tool_name(const json_t *tool) { return get(get(tool, "function"), "name"); }
+
+static int parse_tools(const json_t *root, ds_oai_request *r, ds_oai_error *err) {
+    const json_t *tools = get(root, "tools");
     if (tools) {
-        if (!cJSON_IsArray(tools)) return fail(err, "tools", "'tools' must be an array");
-        const cJSON *t;
-        cJSON_ArrayForEach(t, tools) {
-            const cJSON *type = get(t, "type"), *f = get(t, "function");
-            if (!cJSON_IsObject(t) || !cJSON_IsString(type) || strcmp(type->valuestring, "function"))
+        if (!json_is_array(tools)) return fail(err, "tools", "'tools' must be an array");
+        size_t i;
+        const json_t *t;
+        json_array_foreach(tools, i, t) {
+            const json_t *type = get(t, "type"), *f = get(t, "function");
+            if (!json_is_object(t) || !ds_json_str_is(type, "function"))
                 return fail(err, "tools", "each tool must be an object of type 'function'");
-            if (!cJSON_IsObject(f) || !cJSON_IsString(get(f, "name")))
+            if (!json_is_object(f) || !json_is_string(get(f, "name")))
                 return fail(err, "tools", "each tool needs a 'function' with a 'name' string");
         }
-        if (cJSON_GetArraySize(tools) > 0) r->tools = cJSON_Duplicate(tools, 1);
+        if (json_array_size(tools) > 0) r->tools = json_deep_copy(tools);
     }
-    const cJSON *tc = get(root, "tool_choice");
+    const json_t *tc = get(root, "tool_choice");
     r->tool_choice = r->tools ? DS_TOOLS_AUTO : DS_TOOLS_NONE;
     if (!tc) return 0;
-    if (cJSON_IsString(tc)) {
-        const char *s = tc->valuestring;
-        if (!strcmp(s, "none")) r->tool_choice = DS_TOOLS_NONE;
-        else if (!strcmp(s, "auto")) r->tool_choice = r->tools ? DS_TOOLS_AUTO : DS_TOOLS_NONE;
-        else if (!strcmp(s, "required")) r->tool_choice = DS_TOOLS_REQUIRED;
-        else return fail(err, "tool_choice", "'tool_choice' must be none, auto, required or a function, got '%s'", s);
-    } else if (cJSON_IsObject(tc)) {
-        const cJSON *f = get(tc, "function"), *nm = get(f, "name");
-        if (!cJSON_IsString(nm)) return fail(err, "tool_choice", "'tool_choice.function.name' must be a string");
+    if (json_is_string(tc)) {
+        if (ds_json_str_is(tc, "none")) r->tool_choice = DS_TOOLS_NONE;
+        else if (ds_json_str_is(tc, "auto")) r->tool_choice = r->tools ? DS_TOOLS_AUTO : DS_TOOLS_NONE;
+        else if (ds_json_str_is(tc, "required")) r->tool_choice = DS_TOOLS_REQUIRED;
+        else return fail(err, "tool_choice", "'tool_choice' must be none, auto, required or a function, got '%s'",
+                         json_string_value(tc));
+    } else if (json_is_object(tc)) {
+        const json_t *nm = get(get(tc, "function"), "name");
+        if (!json_is_string(nm)) return fail(err, "tool_choice", "'tool_choice.function.name' must be a string");
         r->tool_choice = DS_TOOLS_NAMED;
-        r->tool_name = strdup(nm->valuestring);
+        r->tool_name = strndup(json_string_value(nm), json_string_length(nm));
         int found = 0;
-        const cJSON *t;
-        cJSON_ArrayForEach(t, r->tools) found |= !strcmp(get(get(t, "function"), "name")->valuestring, nm->valuestring);
-        if (!found) return fail(err, "tool_choice", "'tool_choice' names '%s', which is not in 'tools'", nm->valuestring);
+        size_t i;
+        const json_t *t;
+        json_array_foreach(r->tools, i, t) found |= json_equal(tool_name(t), nm);
+        if (!found)
+            return fail(err, "tool_choice", "'tool_choice' names '%s', which is not in 'tools'", json_string_value(nm));
     } else {
         return fail(err, "tool_choice", "'tool_choice' must be a string or an object");
     }
@@ -201,61 +220,76 @@ static int parse_tools(const cJSON *root, ds_oai_request *r, ds_oai_error *err) 
     return 0;
 }
 
-static int parse_prompt(const cJSON *root, ds_oai_request *r, ds_oai_error *err) {
-    const cJSON *p = get(root, "prompt");
+static char *dup_str(const json_t *v, size_t *len) {
+    size_t n = json_string_length(v);
+    char *s = malloc(n + 1);
+    if (!s) return NULL;
+    memcpy(s, json_string_value(v), n + 1);
+    if (len) *len = n;
+    return s;
+}
+
+static int parse_prompt(const json_t *root, ds_oai_request *r, ds_oai_error *err) {
+    const json_t *p = get(root, "prompt");
     if (!p) return fail(err, "prompt", "'prompt' is required");
-    if (cJSON_IsString(p)) {
-        r->prompt = strdup(p->valuestring);
-        return 0;
+    if (json_is_string(p)) {
+        r->prompt = dup_str(p, &r->prompt_len);
+        return r->prompt ? 0 : fail(err, "prompt", "out of memory");
     }
-    if (!cJSON_IsArray(p)) return fail(err, "prompt", "'prompt' must be a string, an array of strings or of token ids");
-    int n = cJSON_GetArraySize(p);
+    if (!json_is_array(p)) return fail(err, "prompt", "'prompt' must be a string, an array of strings or of token ids");
+    size_t n = json_array_size(p);
     if (n == 0) return fail(err, "prompt", "'prompt' must not be empty");
-    const cJSON *first = cJSON_GetArrayItem(p, 0);
-    if (cJSON_IsString(first)) {
+    const json_t *first = json_array_get(p, 0);
+    if (json_is_string(first)) {
         if (n > 1) return fail(err, "prompt", "several prompts in one request are not supported; send one per request");
-        r->prompt = strdup(first->valuestring);
-        return 0;
+        r->prompt = dup_str(first, &r->prompt_len);
+        return r->prompt ? 0 : fail(err, "prompt", "out of memory");
     }
-    if (cJSON_IsArray(first)) return fail(err, "prompt", "several prompts in one request are not supported");
-    r->prompt_ids = malloc((size_t)n * sizeof *r->prompt_ids);
+    if (json_is_array(first)) return fail(err, "prompt", "several prompts in one request are not supported");
+    r->prompt_ids = malloc(n * sizeof *r->prompt_ids);
     if (!r->prompt_ids) return fail(err, "prompt", "out of memory");
-    const cJSON *t;
-    cJSON_ArrayForEach(t, p) {
-        if (!cJSON_IsNumber(t) || t->valuedouble != floor(t->valuedouble) || t->valuedouble < 0 ||
-            t->valuedouble > 2147483647.0)
+    size_t i;
+    const json_t *t;
+    json_array_foreach(p, i, t) {
+        double x = json_number_value(t);
+        if (!json_is_number(t) || x != floor(x) || x < 0 || x > 2147483647.0)
             return fail(err, "prompt", "'prompt' must be a string, an array of strings or of token ids");
-        r->prompt_ids[r->n_prompt_ids++] = (int32_t)t->valuedouble;
+        r->prompt_ids[r->n_prompt_ids++] = (int32_t)x;
     }
     return 0;
 }
 
-static int parse_stop(const cJSON *root, ds_oai_request *r, ds_oai_error *err) {
-    const cJSON *s = get(root, "stop");
+static int add_stop(ds_oai_request *r, const json_t *x, ds_oai_error *err) {
+    if (!json_string_length(x)) return 0;
+    r->stop[r->n_stop] = dup_str(x, &r->stop_len[r->n_stop]);
+    if (!r->stop[r->n_stop]) return fail(err, "stop", "out of memory");
+    r->n_stop++;
+    return 0;
+}
+
+static int parse_stop(const json_t *root, ds_oai_request *r, ds_oai_error *err) {
+    const json_t *s = get(root, "stop");
     if (!s) return 0;
-    if (cJSON_IsString(s)) {
-        if (!s->valuestring[0]) return 0;
-        r->stop[r->n_stop++] = strdup(s->valuestring);
-        return 0;
-    }
-    if (!cJSON_IsArray(s)) return fail(err, "stop", "'stop' must be a string or an array of strings");
-    if (cJSON_GetArraySize(s) > DS_OAI_MAX_STOP) return fail(err, "stop", "'stop' has more than %d strings", DS_OAI_MAX_STOP);
-    const cJSON *x;
-    cJSON_ArrayForEach(x, s) {
-        if (!cJSON_IsString(x)) return fail(err, "stop", "'stop' must be a string or an array of strings");
-        if (x->valuestring[0]) r->stop[r->n_stop++] = strdup(x->valuestring);
+    if (json_is_string(s)) return add_stop(r, s, err);
+    if (!json_is_array(s)) return fail(err, "stop", "'stop' must be a string or an array of strings");
+    if (json_array_size(s) > DS_OAI_MAX_STOP) return fail(err, "stop", "'stop' has more than %d strings", DS_OAI_MAX_STOP);
+    size_t i;
+    const json_t *x;
+    json_array_foreach(s, i, x) {
+        if (!json_is_string(x)) return fail(err, "stop", "'stop' must be a string or an array of strings");
+        if (add_stop(r, x, err)) return -1;
     }
     return 0;
 }
 
-static int parse_common(const cJSON *root, ds_oai_request *r, ds_oai_error *err) {
-    const cJSON *v;
+static int parse_common(const json_t *root, ds_oai_request *r, ds_oai_error *err) {
+    const json_t *v;
     double x;
     long long k;
     int rc;
     if ((v = get(root, "model"))) {
-        if (!cJSON_IsString(v)) return fail(err, "model", "'model' must be a string");
-        r->model = strdup(v->valuestring);
+        if (!json_is_string(v)) return fail(err, "model", "'model' must be a string");
+        r->model = dup_str(v, NULL);
     }
     ds_sampling_params *sp = &r->sampling;
     if ((rc = get_number(root, "temperature", 0, 2, &x, err)) < 0) return -1;
@@ -295,22 +329,22 @@ static int parse_common(const cJSON *root, ds_oai_request *r, ds_oai_error *err)
     if (get_bool(root, "stream", &r->stream, err) < 0) return -1;
     if (get_bool(root, "ignore_eos", &r->ignore_eos, err) < 0) return -1;
     if ((v = get(root, "stream_options"))) {
-        if (!cJSON_IsObject(v)) return fail(err, "stream_options", "'stream_options' must be an object");
+        if (!json_is_object(v)) return fail(err, "stream_options", "'stream_options' must be an object");
         if (!r->stream) return fail(err, "stream_options", "'stream_options' is only allowed with 'stream': true");
         if (get_bool(v, "include_usage", &r->include_usage, err) < 0) return -1;
     }
-    if ((v = get(root, "user")) && !cJSON_IsString(v)) return fail(err, "user", "'user' must be a string");
+    if ((v = get(root, "user")) && !json_is_string(v)) return fail(err, "user", "'user' must be a string");
     if ((v = get(root, "response_format"))) {
-        const cJSON *t = get(v, "type");
-        if (!cJSON_IsObject(v) || !cJSON_IsString(t)) return fail(err, "response_format", "'response_format' must be an object with a 'type'");
-        if (!strcmp(t->valuestring, "json_object")) r->json_object = 1;
-        else if (strcmp(t->valuestring, "text"))
+        const json_t *t = get(v, "type");
+        if (!json_is_object(v) || !json_is_string(t)) return fail(err, "response_format", "'response_format' must be an object with a 'type'");
+        if (ds_json_str_is(t, "json_object")) r->json_object = 1;
+        else if (!ds_json_str_is(t, "text"))
             return fail(err, "response_format", "response_format of type '%s' is not supported yet (only text and "
-                        "json_object)", t->valuestring);
+                        "json_object)", json_string_value(t));
     }
     if ((v = get(root, "logit_bias"))) {
-        if (!cJSON_IsObject(v)) return fail(err, "logit_bias", "'logit_bias' must be an object");
-        if (cJSON_GetArraySize(v) > 0) return fail(err, "logit_bias", "'logit_bias' is not supported yet");
+        if (!json_is_object(v)) return fail(err, "logit_bias", "'logit_bias' must be an object");
+        if (json_object_size(v) > 0) return fail(err, "logit_bias", "'logit_bias' is not supported yet");
     }
     return 0;
 }
@@ -320,17 +354,11 @@ int ds_oai_request_parse(const char *body, size_t len, ds_oai_kind kind, ds_oai_
     memset(err, 0, sizeof *err);
     r->kind = kind;
     ds_sampling_defaults(&r->sampling);
-    const char *end = NULL;
-    cJSON *root = cJSON_ParseWithLengthOpts(body, len, &end, 0);
-    /* only whitespace may follow the value, within len: the body need not end with a NUL */
-    size_t at = root && end ? (size_t)(end - body) : len;
-    while (at < len && (body[at] == ' ' || body[at] == '\t' || body[at] == '\r' || body[at] == '\n')) at++;
-    if (!root || at < len) {
-        cJSON_Delete(root);
-        return fail(err, "", "the request body is not valid JSON");
-    }
+    char msg[400];
+    json_t *root = ds_json_parse(body, len, msg, sizeof msg);
+    if (!root) return fail(err, "", "the request body is %s", msg);
     int rc = -1;
-    if (!cJSON_IsObject(root)) {
+    if (!json_is_object(root)) {
         fail(err, "", "the request body must be a JSON object");
         goto out;
     }
@@ -344,13 +372,13 @@ int ds_oai_request_parse(const char *body, size_t len, ds_oai_kind kind, ds_oai_
                  r->tool_choice == DS_TOOLS_REQUIRED ? "required" : "naming a function");
             goto out;
         }
-        const cJSON *kw = get(root, "chat_template_kwargs");
+        const json_t *kw = get(root, "chat_template_kwargs");
         if (kw) {
-            if (!cJSON_IsObject(kw)) {
+            if (!json_is_object(kw)) {
                 fail(err, "chat_template_kwargs", "'chat_template_kwargs' must be an object");
                 goto out;
             }
-            r->template_kwargs = cJSON_Duplicate(kw, 1);
+            r->template_kwargs = json_deep_copy(kw);
         }
         if (get_bool(root, "logprobs", &r->logprobs, err) < 0) goto out;
         if ((got = get_int(root, "top_logprobs", 0, 20, &k, err)) < 0) goto out;
@@ -380,8 +408,8 @@ int ds_oai_request_parse(const char *body, size_t len, ds_oai_kind kind, ds_oai_
             fail(err, "echo", "'echo' is not supported yet");
             goto out;
         }
-        const cJSON *v = get(root, "suffix");
-        if (v && (!cJSON_IsString(v) || v->valuestring[0])) {
+        const json_t *v = get(root, "suffix");
+        if (v && (!json_is_string(v) || json_string_length(v))) {
             fail(err, "suffix", "'suffix' is not supported");
             goto out;
         }
@@ -393,20 +421,25 @@ int ds_oai_request_parse(const char *body, size_t len, ds_oai_kind kind, ds_oai_
     }
     rc = 0;
 out:
-    cJSON_Delete(root);
+    json_decref(root);
     if (rc) ds_oai_request_free(r);
     return rc;
 }
 
-cJSON *ds_oai_template_context(const ds_oai_request *r, const char *eos_text, ds_err *e) {
-    cJSON *ctx = cJSON_CreateObject();
-    cJSON_AddItemToObject(ctx, "messages", cJSON_Duplicate(r->messages, 1));
-    if (r->tools && r->tool_choice != DS_TOOLS_NONE) cJSON_AddItemToObject(ctx, "tools", cJSON_Duplicate(r->tools, 1));
-    cJSON_AddTrueToObject(ctx, "add_generation_prompt");
-    cJSON_AddStringToObject(ctx, "eos_token", eos_text);
-    cJSON_AddStringToObject(ctx, "bos_token", "");
+json_t *ds_oai_template_context(const ds_oai_request *r, const char *eos_text, ds_err *e) {
+    /* the render only reads: messages and tools are shared with the request, not copied */
+    json_t *ctx = json_object();
+    if (!ctx) {
+        ds_fail(e, DS_ENOMEM, "out of memory building the chat template context");
+        return NULL;
+    }
+    json_object_set(ctx, "messages", r->messages);
+    if (r->tools && r->tool_choice != DS_TOOLS_NONE) json_object_set(ctx, "tools", r->tools);
+    json_object_set_new(ctx, "add_generation_prompt", json_true());
+    json_object_set_new(ctx, "eos_token", ds_json_textn(eos_text, strlen(eos_text)));
+    json_object_set_new(ctx, "bos_token", json_string(""));
     if (ds_jinja_merge_kwargs(ctx, r->template_kwargs, e) != DS_OK) {
-        cJSON_Delete(ctx);
+        json_decref(ctx);
         return NULL;
     }
     return ctx;
@@ -414,9 +447,9 @@ cJSON *ds_oai_template_context(const ds_oai_request *r, const char *eos_text, ds
 
 void ds_oai_request_free(ds_oai_request *r) {
     free(r->model);
-    cJSON_Delete(r->messages);
-    cJSON_Delete(r->tools);
-    cJSON_Delete(r->template_kwargs);
+    json_decref(r->messages);
+    json_decref(r->tools);
+    json_decref(r->template_kwargs);
     free(r->tool_name);
     free(r->prompt);
     free(r->prompt_ids);

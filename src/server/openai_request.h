@@ -5,11 +5,14 @@
  * (err->param) and says what is wrong (err->message), for a 400. Fields the
  * server knows but does not handle yet (response_format other than text,
  * logit_bias, echo, suffix, best_of > 1, several prompts) are refused with a
- * message saying they are not supported. Unknown fields are ignored. */
+ * message saying they are not supported. Unknown fields are ignored.
+ * Strings keep their length: a U+0000 in a prompt, a message or a stop string
+ * is part of it (the body is read by server/json_text.h). */
 #ifndef DS_OPENAI_REQUEST_H
 #define DS_OPENAI_REQUEST_H
 
-#include <cjson/cJSON.h>
+#include <jansson.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "common/status.h"
@@ -27,13 +30,14 @@ typedef struct {
     ds_oai_kind kind;
     char *model;                 /* NULL when not given */
     /* chat */
-    cJSON *messages;             /* normalised for the template: content as one string, arguments as objects */
-    cJSON *tools;                /* NULL when none */
-    cJSON *template_kwargs;      /* NULL when none */
+    json_t *messages;            /* normalised for the template: content as one string, arguments as objects */
+    json_t *tools;               /* NULL when none */
+    json_t *template_kwargs;     /* NULL when none */
     ds_tool_choice tool_choice;
     char *tool_name;             /* DS_TOOLS_NAMED */
     /* completions */
     char *prompt;                /* text, or NULL when prompt_ids is used */
+    size_t prompt_len;
     int32_t *prompt_ids;
     int n_prompt_ids;
     /* both */
@@ -42,6 +46,7 @@ typedef struct {
     int ignore_eos;             /* vLLM's extra parameter: the model's end tokens do not stop */
     int max_tokens;              /* -1: up to the context */
     char *stop[DS_OAI_MAX_STOP];
+    size_t stop_len[DS_OAI_MAX_STOP];
     int n_stop;
     int logprobs;                /* 1: return logprobs */
     int top_logprobs;            /* alternatives per token */
@@ -64,6 +69,6 @@ void ds_oai_request_free(ds_oai_request *r);
  * tools (unless tool_choice is none), add_generation_prompt, the end token's
  * text, then chat_template_kwargs merged over them. Returns NULL with e
  * filled when the kwargs cannot be merged. */
-cJSON *ds_oai_template_context(const ds_oai_request *r, const char *eos_text, ds_err *e);
+json_t *ds_oai_template_context(const ds_oai_request *r, const char *eos_text, ds_err *e);
 
 #endif

@@ -7,62 +7,66 @@
 #include <string.h>
 #include <time.h>
 
-#include "tokenizer/utf8.h"
+#include "server/json_text.h"
 
-cJSON *ds_oai_text(const char *s) {
-    size_t n = strlen(s);
-    if (ds_utf8_valid_prefix((const uint8_t *)s, n) == n) return cJSON_CreateString(s);
-    return ds_oai_token_string(s, n, NULL);
+json_t *ds_oai_textn(const char *s, size_t n) {
+    json_t *j = ds_json_textn(s, n);
+    return j ? j : json_string("");
 }
 
+json_t *ds_oai_text(const char *s) { return ds_oai_textn(s, s ? strlen(s) : 0); }
+
 char *ds_oai_error_json(int status, const char *type, const char *param, const char *message) {
-    cJSON *o = cJSON_CreateObject(), *e = cJSON_AddObjectToObject(o, "error");
-    cJSON_AddItemToObject(e, "message", ds_oai_text(message));
-    cJSON_AddStringToObject(e, "type", type);
-    if (param && param[0]) cJSON_AddItemToObject(e, "param", ds_oai_text(param));
-    else cJSON_AddNullToObject(e, "param");
-    cJSON_AddNumberToObject(e, "code", status);
-    char *s = cJSON_PrintUnformatted(o);
-    cJSON_Delete(o);
+    json_t *o = json_object(), *e = json_object();
+    json_object_set_new(o, "error", e);
+    json_object_set_new(e, "message", ds_oai_text(message));
+    json_object_set_new(e, "type", json_string(type));
+    json_object_set_new(e, "param", param && param[0] ? ds_oai_text(param) : json_null());
+    json_object_set_new(e, "code", json_integer(status));
+    char *s = ds_json_dump(o);
+    json_decref(o);
     return s;
 }
 
-cJSON *ds_oai_envelope(const char *id, const char *object, long created, const char *model, cJSON **choices) {
-    cJSON *o = cJSON_CreateObject();
-    cJSON_AddStringToObject(o, "id", id);
-    cJSON_AddStringToObject(o, "object", object);
-    cJSON_AddNumberToObject(o, "created", (double)created);
-    cJSON_AddStringToObject(o, "model", model);
-    cJSON *c = cJSON_AddArrayToObject(o, "choices");
+json_t *ds_oai_envelope(const char *id, const char *object, long created, const char *model, json_t **choices) {
+    json_t *o = json_object(), *c = json_array();
+    json_object_set_new(o, "id", json_string(id));
+    json_object_set_new(o, "object", json_string(object));
+    json_object_set_new(o, "created", json_integer(created));
+    json_object_set_new(o, "model", ds_oai_text(model));
+    json_object_set_new(o, "choices", c);
     if (choices) *choices = c;
     return o;
 }
 
-cJSON *ds_oai_usage_json(const ds_oai_usage *u) {
-    cJSON *o = cJSON_CreateObject();
-    cJSON_AddNumberToObject(o, "prompt_tokens", u->prompt_tokens);
-    cJSON_AddNumberToObject(o, "completion_tokens", u->completion_tokens);
-    cJSON_AddNumberToObject(o, "total_tokens", u->prompt_tokens + u->completion_tokens);
-    cJSON *p = cJSON_AddObjectToObject(o, "prompt_tokens_details");
-    cJSON_AddNumberToObject(p, "cached_tokens", u->cached_tokens);
-    cJSON *c = cJSON_AddObjectToObject(o, "completion_tokens_details");
-    cJSON_AddNumberToObject(c, "reasoning_tokens", u->reasoning_tokens);
+json_t *ds_oai_chat_message(const char *content, size_t n_content, const char *reasoning, size_t n_reasoning,
+                            int with_reasoning, json_t *tool_calls) {
+    json_t *m = json_object();
+    json_object_set_new(m, "role", json_string("assistant"));
+    json_object_set_new(m, "content", n_content || !tool_calls ? ds_oai_textn(content, n_content) : json_null());
+    if (n_reasoning || with_reasoning) json_object_set_new(m, "reasoning_content", ds_oai_textn(reasoning, n_reasoning));
+    if (tool_calls) json_object_set_new(m, "tool_calls", tool_calls);
+    return m;
+}
+
+json_t *ds_oai_usage_json(const ds_oai_usage *u) {
+    json_t *o = json_object(), *p = json_object(), *c = json_object();
+    json_object_set_new(o, "prompt_tokens", json_integer(u->prompt_tokens));
+    json_object_set_new(o, "completion_tokens", json_integer(u->completion_tokens));
+    json_object_set_new(o, "total_tokens", json_integer(u->prompt_tokens + u->completion_tokens));
+    json_object_set_new(o, "prompt_tokens_details", p);
+    json_object_set_new(p, "cached_tokens", json_integer(u->cached_tokens));
+    json_object_set_new(o, "completion_tokens_details", c);
+    json_object_set_new(c, "reasoning_tokens", json_integer(u->reasoning_tokens));
     return o;
 }
 
-cJSON *ds_oai_token_string(const char *raw, size_t n, cJSON **bytes) {
-    uint8_t *fixed = malloc(n * 3 + 1);
-    cJSON *s;
-    if (!fixed) return cJSON_CreateString("");
-    size_t m = ds_utf8_repair((const uint8_t *)raw, n, fixed);
-    fixed[m] = 0;
-    s = cJSON_CreateString((const char *)fixed);
-    free(fixed);
+json_t *ds_oai_token_string(const char *raw, size_t n, json_t **bytes) {
     if (bytes) {
-        *bytes = cJSON_CreateArray();
-        for (size_t i = 0; i < n; i++) cJSON_AddItemToArray(*bytes, cJSON_CreateNumber((uint8_t)raw[i]));
+        *bytes = json_array();
+        for (size_t i = 0; i < n; i++) json_array_append_new(*bytes, json_integer((uint8_t)raw[i]));
     }
-    return s;
+    return ds_oai_textn(raw, n);
 }
 
 void ds_oai_call_id(char *buf, size_t cap) {

@@ -1,35 +1,43 @@
 /* openai_response.h - JSON bodies of OpenAI responses: errors, the skeleton
- * of a completion or a streamed chunk, usage, and logprob entries. Every
- * function returns a new cJSON tree (caller deletes) or fills a string the
- * caller frees. */
+ * of a completion or a streamed chunk, the final chat message, usage, and
+ * logprob entries. Every function returns a new jansson value (caller
+ * decrefs) or fills a string the caller frees. Text keeps its length: a
+ * U+0000 the model wrote is sent as \u0000. */
 #ifndef DS_OPENAI_RESPONSE_H
 #define DS_OPENAI_RESPONSE_H
 
-#include <cjson/cJSON.h>
+#include <jansson.h>
 #include <stddef.h>
 #include <stdint.h>
 
 /* A JSON string of s made well-formed UTF-8 by the repair rule (tokenizer/utf8.h):
  * messages quote what the client sent, which may be any bytes, and may cut a
  * quote in the middle of a character; JSON text must be UTF-8. */
-cJSON *ds_oai_text(const char *s);
+json_t *ds_oai_text(const char *s);
+json_t *ds_oai_textn(const char *s, size_t n);
 
 /* {"error": {"message", "type", "param", "code"}} as text (caller frees); message and param
  * pass through ds_oai_text. */
 char *ds_oai_error_json(int status, const char *type, const char *param, const char *message);
 
-/* {"id", "object", "created", "model", "choices": []}; returns the choices array in *choices. */
-cJSON *ds_oai_envelope(const char *id, const char *object, long created, const char *model, cJSON **choices);
+/* {"id", "object", "created", "model", "choices": []}; returns the choices array (borrowed) in *choices. */
+json_t *ds_oai_envelope(const char *id, const char *object, long created, const char *model, json_t **choices);
+
+/* The message of a non-streamed chat choice: {"role", "content", ["reasoning_content"], ["tool_calls"]}.
+ * content is null when there are tool calls and no text; reasoning_content is there when
+ * with_reasoning or there is some. tool_calls (may be NULL) is taken over. */
+json_t *ds_oai_chat_message(const char *content, size_t n_content, const char *reasoning, size_t n_reasoning,
+                            int with_reasoning, json_t *tool_calls);
 
 typedef struct {
     int prompt_tokens, completion_tokens, cached_tokens, reasoning_tokens;
 } ds_oai_usage;
 
-cJSON *ds_oai_usage_json(const ds_oai_usage *u);
+json_t *ds_oai_usage_json(const ds_oai_usage *u);
 
 /* Text of a token for logprobs, made well-formed UTF-8 (a token that cuts a
  * character shows U+FFFD), with its raw bytes as an int array when bytes != NULL. */
-cJSON *ds_oai_token_string(const char *raw, size_t n, cJSON **bytes);
+json_t *ds_oai_token_string(const char *raw, size_t n, json_t **bytes);
 
 /* A random "call_..." id (24 hex digits) into buf (>= 32 bytes). */
 void ds_oai_call_id(char *buf, size_t cap);

@@ -2,12 +2,12 @@
 #ifndef DS_SSE_H
 #define DS_SSE_H
 
-#include <cjson/cJSON.h>
+#include <jansson.h>
 
 #include "server/strbuf.h"
 
 /* "data: <json>\n\n" */
-void ds_sse_data(ds_sb *out, const cJSON *obj);
+void ds_sse_data(ds_sb *out, const json_t *obj);
 /* "data: [DONE]\n\n" */
 void ds_sse_done(ds_sb *out);
 /* "event: error\ndata: {"error": {...}}\n\n" - ends a stream that failed after its headers went out. */

@@ -3,8 +3,8 @@
 
 #include <string.h>
 
-void ds_stop_filter_init(ds_stop_filter *f, char *const *stops, int n_stops) {
-    *f = (ds_stop_filter){.stops = stops, .n_stops = n_stops};
+void ds_stop_filter_init(ds_stop_filter *f, char *const *stops, const size_t *lens, int n_stops) {
+    *f = (ds_stop_filter){.stops = stops, .lens = lens, .n_stops = n_stops};
 }
 
 static const char *find(const char *h, size_t hn, const char *nd, size_t nn) {
@@ -13,6 +13,8 @@ static const char *find(const char *h, size_t hn, const char *nd, size_t nn) {
         if (h[i] == nd[0] && !memcmp(h + i, nd, nn)) return h + i;
     return NULL;
 }
+
+static size_t stop_len(const ds_stop_filter *f, int i) { return f->lens ? f->lens[i] : strlen(f->stops[i]); }
 
 int ds_stop_filter_feed(ds_stop_filter *f, const char *s, size_t n, ds_text_fn fn, void *user) {
     if (f->hit) return 1;
@@ -25,7 +27,7 @@ int ds_stop_filter_feed(ds_stop_filter *f, const char *s, size_t n, ds_text_fn f
     size_t hn = f->hold.n;
     size_t best = (size_t)-1;
     for (int i = 0; i < f->n_stops; i++) {
-        const char *p = find(h, hn, f->stops[i], strlen(f->stops[i]));
+        const char *p = find(h, hn, f->stops[i], stop_len(f, i));
         if (p && (size_t)(p - h) < best) best = (size_t)(p - h);
     }
     if (best != (size_t)-1) {
@@ -37,7 +39,7 @@ int ds_stop_filter_feed(ds_stop_filter *f, const char *s, size_t n, ds_text_fn f
     /* hold back the longest suffix that is a proper prefix of a stop string */
     size_t keep = 0;
     for (int i = 0; i < f->n_stops; i++) {
-        size_t sl = strlen(f->stops[i]);
+        size_t sl = stop_len(f, i);
         if (!sl) continue; /* an empty stop string matches nothing (and sl - 1 would wrap) */
         for (size_t k = sl - 1 < hn ? sl - 1 : hn; k > keep; k--)
             if (!memcmp(h + hn - k, f->stops[i], k)) { keep = k; break; }

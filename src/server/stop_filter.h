@@ -16,12 +16,13 @@ typedef void (*ds_text_fn)(void *user, const char *s, size_t n);
 
 typedef struct {
     char *const *stops;   /* borrowed */
+    const size_t *lens;   /* borrowed: their lengths (a stop string may hold U+0000), or NULL: C strings */
     int n_stops;
     ds_sb hold;
     int hit;              /* a stop string was found: nothing more comes out */
 } ds_stop_filter;
 
-void ds_stop_filter_init(ds_stop_filter *f, char *const *stops, int n_stops);
+void ds_stop_filter_init(ds_stop_filter *f, char *const *stops, const size_t *lens, int n_stops);
 /* Passes the safe part of the text so far to fn; returns 1 when a stop string matched. */
 int ds_stop_filter_feed(ds_stop_filter *f, const char *s, size_t n, ds_text_fn fn, void *user);
 /* End of text: the held-back rest is safe now. */

@@ -20,33 +20,34 @@ ds_call_form ds_call_form_of_template(const char *src) {
     return DS_CALL_XML;
 }
 
-static const cJSON *tool_name(const cJSON *tool) {
-    const cJSON *n = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(tool, "function"), "name");
-    return cJSON_IsString(n) ? n : NULL;
+static const char *tool_name(const json_t *tool) {
+    const json_t *f = json_is_object(tool) ? json_object_get(tool, "function") : NULL;
+    return json_string_value(json_is_object(f) ? json_object_get(f, "name") : NULL);
 }
 
 ds_status ds_tool_constraint_init(ds_tool_constraint *c, const ds_tokenizer *tok, ds_call_form form,
-                                  const cJSON *tools, const char *only, int in_reasoning, ds_err *e) {
+                                  const json_t *tools, const char *only, int in_reasoning, ds_err *e) {
     memset(c, 0, sizeof *c);
     c->tok = tok;
     ds_reasoning_gate_init(&c->reasoning, in_reasoning);
     c->max_space = in_reasoning ? MAX_SPACE : 0;
-    int n = cJSON_GetArraySize(tools);
-    c->openings = calloc(n > 0 ? (size_t)n : 1, sizeof *c->openings);
+    size_t n = json_array_size(tools);
+    c->openings = calloc(n > 0 ? n : 1, sizeof *c->openings);
     if (!c->openings) return ds_fail(e, DS_ENOMEM, "tool_choice: out of memory");
     const char *head = form == DS_CALL_XML ? "<tool_call>\n<function=" : "<tool_call>\n{\"name\": \"";
     const char *end = form == DS_CALL_XML ? ">" : "\"";
-    const cJSON *t;
-    cJSON_ArrayForEach(t, tools) {
-        const cJSON *name = tool_name(t);
-        if (!name || (only && strcmp(only, name->valuestring))) continue;
-        size_t len = strlen(head) + strlen(name->valuestring) + strlen(end) + 1;
+    size_t i;
+    const json_t *t;
+    json_array_foreach(tools, i, t) {
+        const char *name = tool_name(t);
+        if (!name || (only && strcmp(only, name))) continue;
+        size_t len = strlen(head) + strlen(name) + strlen(end) + 1;
         char *o = malloc(len);
         if (!o) {
             ds_tool_constraint_free(c);
             return ds_fail(e, DS_ENOMEM, "tool_choice: out of memory");
         }
-        snprintf(o, len, "%s%s%s", head, name->valuestring, end);
+        snprintf(o, len, "%s%s%s", head, name, end);
         c->openings[c->n_openings++] = o;
     }
     if (c->n_openings == 0) {

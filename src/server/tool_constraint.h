@@ -12,7 +12,7 @@
 #ifndef DS_TOOL_CONSTRAINT_H
 #define DS_TOOL_CONSTRAINT_H
 
-#include <cjson/cJSON.h>
+#include <jansson.h>
 #include <stddef.h>
 
 #include "common/status.h"
@@ -40,7 +40,7 @@ typedef struct {
 
 /* tools: the request's tools array; only: the one function allowed, or NULL for any of them. */
 ds_status ds_tool_constraint_init(ds_tool_constraint *c, const ds_tokenizer *tok, ds_call_form form,
-                                  const cJSON *tools, const char *only, int in_reasoning, ds_err *e);
+                                  const json_t *tools, const char *only, int in_reasoning, ds_err *e);
 void ds_tool_constraint_free(ds_tool_constraint *c);
 
 /* The engine's token filter (ds_token_filter_fn); user is the ds_tool_constraint. */

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "server/jinja.h"
+#include "server/json_text.h"
 #include "testing.h"
 
 static const char *CTX = "{\"n\": 3, \"s\": \" Hi \", \"xs\": [1, 2, 3], \"d\": {\"a\": 1, \"b\": [true, null]},"
@@ -17,12 +18,12 @@ static const char *CTX = "{\"n\": 3, \"s\": \" Hi \", \"xs\": [1, 2, 3], \"d\": 
 static char *render_lim(const char *tmpl, const char *ctx_json, const ds_jinja_limits *lim, ds_err *e) {
     ds_jinja *t = NULL;
     if (ds_jinja_compile(tmpl, &t, e) != DS_OK) return NULL;
-    cJSON *ctx = ctx_json ? cJSON_Parse(ctx_json) : NULL;
+    json_t *ctx = ctx_json ? ds_json_parse(ctx_json, strlen(ctx_json), NULL, 0) : NULL;
     char *out = NULL;
     size_t len = 0;
     ds_jinja_limits dflt = ds_jinja_default_limits();
     ds_status s = ds_jinja_render_limited(t, ctx, lim ? lim : &dflt, &out, &len, e);
-    cJSON_Delete(ctx);
+    json_decref(ctx);
     ds_jinja_free(t);
     if (s != DS_OK) return NULL;
     if (strlen(out) != len) e->code = DS_ECORRUPT;
@@ -102,6 +103,9 @@ static void test_filters_and_methods(void) {
     EXPECT("{{ d | tojson }}|{{ xs | join('-') }}|{{ xs | length }}|{{ xs | first }}|{{ xs | last }}|{{ xs | reverse | list }}",
            CTX, "{\"a\": 1, \"b\": [true, null]}|1-2-3|3|1|3|[3, 2, 1]");
     EXPECT("{{ xs | tojson(indent=2) }}", CTX, "[\n  1,\n  2,\n  3\n]");
+    /* U+0000 from the context is kept, and tojson writes it as Python's json.dumps does */
+    EXPECT("{{ s | tojson }}|{{ s | length }}|{{ d | tojson }}", "{\"s\": \"a\\u0000b\", \"d\": {\"k\": \"x\\u0000\"}}",
+           "\"a\\u0000b\"|3|{\"k\": \"x\\u0000\"}");
     EXPECT("{{ d | tojson(separators=(',', ':')) }}|{{ '\xc3\xa9' | tojson(ensure_ascii=true) }}", CTX,
            "{\"a\":1,\"b\":[true,null]}|\"\\u00e9\"");
     EXPECT("{{ undefined_x | default('dflt') }}|{{ '' | default('e', true) }}|{{ '42' | int }}|{{ '2.5' | float }}|{{ -2 | abs }}",
@@ -149,18 +153,18 @@ static void test_context(void) {
     EXPECT("{{ x }}", "{\"x\": 1, \"x\": 2}", "2");
     EXPECT_ERROR("{{ 1 }}", "[1]", "must be a JSON object");
 
-    cJSON *ctx = cJSON_Parse("{\"messages\": [], \"enable_thinking\": true}");
-    cJSON *kw = cJSON_Parse("{\"enable_thinking\": false, \"messages\": [1], \"custom\": \"c\"}");
+    json_t *ctx = ds_json_parse("{\"messages\": [], \"enable_thinking\": true}", sizeof "{\"messages\": [], \"enable_thinking\": true}" - 1, NULL, 0);
+    json_t *kw = ds_json_parse("{\"enable_thinking\": false, \"messages\": [1], \"custom\": \"c\"}", sizeof "{\"enable_thinking\": false, \"messages\": [1], \"custom\": \"c\"}" - 1, NULL, 0);
     ds_err e = {0};
     REQUIRE(ds_jinja_merge_kwargs(ctx, kw, &e) == DS_OK, "%s", e.msg);
-    CHECK(cJSON_IsFalse(cJSON_GetObjectItem(ctx, "enable_thinking")), "kwargs replace members");
-    CHECK(cJSON_GetArraySize(cJSON_GetObjectItem(ctx, "messages")) == 0, "kwargs never replace messages");
-    CHECK(cJSON_IsString(cJSON_GetObjectItem(ctx, "custom")), "new kwargs are added");
-    cJSON *bad = cJSON_Parse("[1]");
+    CHECK(json_is_false(json_object_get(ctx, "enable_thinking")), "kwargs replace members");
+    CHECK(json_array_size(json_object_get(ctx, "messages")) == 0, "kwargs never replace messages");
+    CHECK(json_is_string(json_object_get(ctx, "custom")), "new kwargs are added");
+    json_t *bad = ds_json_parse("[1]", sizeof "[1]" - 1, NULL, 0);
     CHECK(ds_jinja_merge_kwargs(ctx, bad, &e) == DS_EINVAL, "kwargs must be an object");
-    cJSON_Delete(bad);
-    cJSON_Delete(kw);
-    cJSON_Delete(ctx);
+    json_decref(bad);
+    json_decref(kw);
+    json_decref(ctx);
 }
 
 static void test_errors_name_line_and_column(void) {
@@ -325,12 +329,12 @@ static void test_real_template_shape(void) {
     for (int i = 0; i < 3; i++) {
         char json[64];
         snprintf(json, sizeof json, "{\"messages\": [%s]}", i == 0 ? "" : i == 1 ? "1" : "1, 2");
-        cJSON *ctx = cJSON_Parse(json);
+        json_t *ctx = ds_json_parse(json, strlen(json), NULL, 0);
         char *out = NULL;
         size_t len;
         CHECK(ds_jinja_render(t, ctx, &out, &len, &e) == DS_OK && out && len == 1 && out[0] == '0' + i, "render %d", i);
         free(out);
-        cJSON_Delete(ctx);
+        json_decref(ctx);
     }
     ds_jinja_free(t);
 }

@@ -1,7 +1,7 @@
 /* test_json_constraint.c - response_format json_object: the token filter that
  * keeps an answer a JSON object.
  *
- * The byte automaton: 2,000 random objects printed by cJSON, formatted and
+ * The byte automaton: 2,000 random objects printed by jansson, formatted and
  * not, are accepted byte by byte and complete only at their last byte;
  * hand-made invalid texts are refused, and Python's json module (a strict,
  * independent parser, Debian's python3) refuses them too. Random walks
@@ -10,7 +10,7 @@
  * go) until only the end tokens are left: Python's json.loads must then give
  * an object for every text. Reasoning stays free until </think>, but for the end token; control
  * tokens never pass. */
-#include <cjson/cJSON.h>
+#include <jansson.h>
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -20,6 +20,7 @@
 #include <unistd.h>
 
 #include "server/json_constraint.h"
+#include "server/json_text.h"
 #include "testing.h"
 #include "test_tokenizers.h"
 
@@ -32,7 +33,7 @@ static ds_json_state fresh(void) {
     return c.st;
 }
 
-static cJSON *random_value(int depth);
+static json_t *random_value(int depth);
 
 static char *random_string(void) {
     static const char *const pieces[] = {"a", "Z", " ", "\"", "\\", "/", "\n", "\t", "\x01", "\xc3\xa9", "\xe4\xbd\xa0",
@@ -43,39 +44,39 @@ static char *random_string(void) {
     return s;
 }
 
-static cJSON *random_object(int depth) {
-    cJSON *o = cJSON_CreateObject();
+static json_t *random_object(int depth) {
+    json_t *o = json_object();
     int n = depth > 4 ? 0 : (int)(rnd() % 4);
     for (int i = 0; i < n; i++) {
         char *k = random_string();
-        cJSON_AddItemToObject(o, k, random_value(depth + 1));
+        json_object_set_new(o, k, random_value(depth + 1));
         free(k);
     }
     return o;
 }
 
-static cJSON *random_value(int depth) {
+static json_t *random_value(int depth) {
     switch (rnd() % (depth > 4 ? 5 : 7)) {
-    case 0: { char *s = random_string(); cJSON *v = cJSON_CreateString(s); free(s); return v; }
-    case 1: return cJSON_CreateNumber((double)((int)(rnd() % 2000001) - 1000000) / (rnd() % 2 ? 1.0 : 1000.0));
-    case 2: return cJSON_CreateNumber(ldexp((double)(rnd() % 1000), (int)(rnd() % 200) - 100));
-    case 3: return cJSON_CreateBool(rnd() % 2);
-    case 4: return cJSON_CreateNull();
+    case 0: { char *s = random_string(); json_t *v = json_string(s); free(s); return v; }
+    case 1: return json_real((double)((int)(rnd() % 2000001) - 1000000) / (rnd() % 2 ? 1.0 : 1000.0));
+    case 2: return json_real(ldexp((double)(rnd() % 1000), (int)(rnd() % 200) - 100));
+    case 3: return json_boolean(rnd() % 2);
+    case 4: return json_null();
     case 5: return random_object(depth);
     default: {
-        cJSON *a = cJSON_CreateArray();
+        json_t *a = json_array();
         int n = (int)(rnd() % 4);
-        for (int i = 0; i < n; i++) cJSON_AddItemToArray(a, random_value(depth + 1));
+        for (int i = 0; i < n; i++) json_array_append_new(a, random_value(depth + 1));
         return a;
     }
     }
 }
 
-static void test_objects_from_cjson_are_accepted(void) {
+static void test_objects_from_jansson_are_accepted(void) {
     int n = ds_test_scaled(2000), bad = 0;
     for (int i = 0; i < n && bad < 3; i++) {
-        cJSON *o = random_object(0);
-        char *text = i % 2 ? cJSON_Print(o) : cJSON_PrintUnformatted(o);
+        json_t *o = random_object(0);
+        char *text = i % 2 ? json_dumps(o, JSON_INDENT(2) | JSON_PRESERVE_ORDER) : ds_json_dump(o);
         ds_json_state s = fresh();
         size_t len = strlen(text), at = 0;
         for (; at < len; at++) {
@@ -86,8 +87,8 @@ static void test_objects_from_cjson_are_accepted(void) {
             CHECK(0, "refused or complete too early at byte %zu of: %s", at, text);
             bad++;
         }
-        cJSON_free(text);
-        cJSON_Delete(o);
+        free(text);
+        json_decref(o);
     }
 }
 
@@ -161,7 +162,7 @@ static int has_closer(const char *b, size_t len) {
 
 #define MAX_WALK 3000
 
-/* One walk; returns 1 when it reached the end tokens with a text cJSON takes as an object. */
+/* One walk; returns 1 when it reached the end tokens with a text a JSON parser takes as an object. */
 static int walk(const ds_tokenizer *tok, const uint8_t *plain, int n_vocab, int in_reasoning, int *steps) {
     int32_t end_ids[1] = {ds_tokenizer_find(tok, "<|endoftext|>")};
     ds_json_constraint c;
@@ -263,7 +264,7 @@ static void test_walks_qwen3_vocab(void) {
 }
 
 int main(void) {
-    RUN(test_objects_from_cjson_are_accepted);
+    RUN(test_objects_from_jansson_are_accepted);
     RUN(test_invalid_texts_are_refused);
     RUN(test_walks_generated_vocab);
     RUN(test_walks_qwen3_vocab);

@@ -5,13 +5,15 @@
 
 #include "server/chat_parser.h"
 #include "server/metrics.h"
+#include "server/json_text.h"
 #include "server/openai_request.h"
+#include "server/openai_response.h"
 #include "server/stop_filter.h"
 #include "testing.h"
 
 typedef struct {
     ds_sb content, reasoning, pieces;
-    cJSON *calls;
+    json_t *calls;
 } sink;
 
 static void on_text(void *u, const char *s, size_t n) {
@@ -21,11 +23,11 @@ static void on_text(void *u, const char *s, size_t n) {
     ds_sb_append(&k->pieces, s, n);
 }
 
-static void on_part(void *u, ds_part_kind kind, const char *s, size_t n, const cJSON *call) {
+static void on_part(void *u, ds_part_kind kind, const char *s, size_t n, const json_t *call) {
     sink *k = u;
     if (kind == DS_PART_TOOL_CALL) {
-        if (!k->calls) k->calls = cJSON_CreateArray();
-        cJSON_AddItemToArray(k->calls, cJSON_Duplicate(call, 1));
+        if (!k->calls) k->calls = json_array();
+        json_array_append_new(k->calls, json_deep_copy(call));
     } else {
         ds_sb_append(kind == DS_PART_REASONING ? &k->reasoning : &k->content, s, n);
     }
@@ -35,7 +37,7 @@ static void sink_free(sink *k) {
     ds_sb_free(&k->content);
     ds_sb_free(&k->reasoning);
     ds_sb_free(&k->pieces);
-    cJSON_Delete(k->calls);
+    json_decref(k->calls);
     memset(k, 0, sizeof *k);
 }
 
@@ -45,7 +47,7 @@ static void test_stop_filter(void) {
     char *stops[] = {"STOP", "xy"};
     ds_stop_filter f;
     sink k = {0};
-    ds_stop_filter_init(&f, stops, 2);
+    ds_stop_filter_init(&f, stops, NULL, 2);
     const char *parts[] = {"hello S", "T", "O", "x", " world ST", "OP tail"};
     int hit = 0;
     for (int i = 0; i < 6 && !hit; i++) {
@@ -57,7 +59,7 @@ static void test_stop_filter(void) {
     ds_stop_filter_free(&f);
     sink_free(&k);
     /* held text comes out at the end */
-    ds_stop_filter_init(&f, stops, 2);
+    ds_stop_filter_init(&f, stops, NULL, 2);
     ds_stop_filter_feed(&f, "abcST", 5, on_text, &k);
     CHECK(!strcmp(S(&k.content), "abc"), "%s", "");
     ds_stop_filter_finish(&f, on_text, &k);
@@ -97,13 +99,13 @@ static void test_tool_calls(void) {
                 "<parameter=days>\n3\n</parameter>\n</function>\n</tool_call>\n<tool_call>{\"name\": \"f\", \"arguments\": {\"a\": [1]}}</tool_call>",
                 1, 1, &k);
     CHECK(!strcmp(S(&k.content), "Let me look."), "%s", S(&k.content));  /* whitespace before a call is dropped */
-    REQUIRE(k.calls && cJSON_GetArraySize(k.calls) == 2, "%s", "");
-    cJSON *c0 = cJSON_GetArrayItem(k.calls, 0), *c1 = cJSON_GetArrayItem(k.calls, 1);
-    CHECK(!strcmp(cJSON_GetObjectItem(c0, "name")->valuestring, "get_weather"), "%s", "");
-    CHECK(!strcmp(cJSON_GetObjectItem(c0, "arguments")->valuestring, "{\"city\":\"Paris\",\"days\":3}"), "%s",
-          cJSON_GetObjectItem(c0, "arguments")->valuestring);
-    CHECK(!strcmp(cJSON_GetObjectItem(c1, "name")->valuestring, "f"), "%s", "");
-    CHECK(!strcmp(cJSON_GetObjectItem(c1, "arguments")->valuestring, "{\"a\":[1]}"), "%s", "");
+    REQUIRE(k.calls && json_array_size(k.calls) == 2, "%s", "");
+    json_t *c0 = json_array_get(k.calls, 0), *c1 = json_array_get(k.calls, 1);
+    CHECK(!strcmp(json_string_value(json_object_get(c0, "name")), "get_weather"), "%s", "");
+    CHECK(!strcmp(json_string_value(json_object_get(c0, "arguments")), "{\"city\":\"Paris\",\"days\":3}"), "%s",
+          json_string_value(json_object_get(c0, "arguments")));
+    CHECK(!strcmp(json_string_value(json_object_get(c1, "name")), "f"), "%s", "");
+    CHECK(!strcmp(json_string_value(json_object_get(c1, "arguments")), "{\"a\":[1]}"), "%s", "");
     sink_free(&k);
     /* malformed and unclosed calls come back as content */
     parse_bytes("a<tool_call>\n<function=x\n</tool_call>b<tool_call>{\"name\": 1}", 0, 1, &k);
@@ -155,7 +157,7 @@ static void test_nothing_held_without_reason(void) {
     /* stop strings: only what could begin one waits */
     char *stops[] = {"END"};
     ds_stop_filter f;
-    ds_stop_filter_init(&f, stops, 1);
+    ds_stop_filter_init(&f, stops, NULL, 1);
     ds_stop_filter_feed(&f, "  \n", 3, on_text, &k);
     CHECK(!strcmp(S(&k.content), "  \n"), "'%s'", S(&k.content));
     ds_stop_filter_feed(&f, " E", 2, on_text, &k);
@@ -176,7 +178,7 @@ static void test_request(void) {
                   "\"n\":2,\"seed\":4,\"logprobs\":true,\"top_logprobs\":3}",
                   DS_OAI_CHAT, &r, &err) == 0, "%s", err.message);
     CHECK(r.max_tokens == 9 && r.n == 2 && r.seed_given && r.sampling.seed == 4 && r.n_stop == 1 && r.top_logprobs == 3, "%s", "");
-    CHECK(!strcmp(cJSON_GetObjectItem(cJSON_GetArrayItem(r.messages, 0), "content")->valuestring, "ab"), "%s", "");
+    CHECK(!strcmp(json_string_value(json_object_get(json_array_get(r.messages, 0), "content")), "ab"), "%s", "");
     ds_oai_request_free(&r);
     struct { const char *body; const char *param; } bad[] = {
         {"{\"messages\":[]}", "messages"},
@@ -194,6 +196,83 @@ static void test_request(void) {
     REQUIRE(parse("{\"prompt\":[1,2,3],\"logprobs\":2}", DS_OAI_COMPLETION, &r, &err) == 0, "%s", err.message);
     CHECK(r.n_prompt_ids == 3 && r.logprobs && r.top_logprobs == 2, "%s", "");
     ds_oai_request_free(&r);
+}
+
+/* U+0000 is a character like any other (issue 12): it stays in the prompt, the
+ * messages, tool arguments and stop strings with everything after it. */
+static void test_request_nul(void) {
+    ds_oai_request r;
+    ds_oai_error err;
+    REQUIRE(parse("{\"prompt\":\"abc\\u0000def ghi jkl\",\"stop\":[\"x\\u0000y\"]}", DS_OAI_COMPLETION, &r, &err) == 0, "%s",
+            err.message);
+    CHECK(r.prompt_len == 15 && !memcmp(r.prompt, "abc\0def ghi jkl", 16), "prompt of %zu bytes", r.prompt_len);
+    CHECK(r.n_stop == 1 && r.stop_len[0] == 3 && !memcmp(r.stop[0], "x\0y", 3), "stop of %zu bytes", r.stop_len[0]);
+    ds_oai_request_free(&r);
+    REQUIRE(parse("{\"messages\":[{\"role\":\"user\",\"content\":[{\"type\":\"text\",\"text\":\"a\\u0000b\"},"
+                  "{\"type\":\"text\",\"text\":\"c\"}]},{\"role\":\"assistant\",\"content\":\"\",\"tool_calls\":[{\"type\":"
+                  "\"function\",\"function\":{\"name\":\"f\",\"arguments\":\"{\\\"q\\\":\\\"x\\\\u0000y\\\"}\"}}]}]}",
+                  DS_OAI_CHAT, &r, &err) == 0, "%s", err.message);
+    const json_t *c = json_object_get(json_array_get(r.messages, 0), "content");
+    CHECK(json_string_length(c) == 4 && !memcmp(json_string_value(c), "a\0bc", 4), "content of %zu bytes",
+          json_string_length(c));
+    const json_t *q = json_object_get(json_object_get(json_object_get(json_array_get(json_object_get(
+        json_array_get(r.messages, 1), "tool_calls"), 0), "function"), "arguments"), "q");
+    CHECK(json_string_length(q) == 3 && !memcmp(json_string_value(q), "x\0y", 3), "argument of %zu bytes",
+          json_string_length(q));
+    ds_oai_request_free(&r);
+    /* a role is all of its string: "user\u0000x" is not "user" */
+    CHECK(parse("{\"messages\":[{\"role\":\"user\\u0000x\",\"content\":\"x\"}]}", DS_OAI_CHAT, &r, &err) == -1 &&
+          !strcmp(err.param, "messages[0].role"), "%s", err.message);
+    ds_oai_request_free(&r);
+}
+
+/* What Python's and JavaScript's JSON take is taken: a lone surrogate escape is
+ * U+FFFD; an escaped backslash before "u" is not an escape; nesting past the
+ * limit and broken JSON say what and where. */
+static void test_request_json_text(void) {
+    ds_oai_request r;
+    ds_oai_error err;
+    REQUIRE(parse("{\"prompt\":\"broken \\ud83d surrogate \\udc00\\ud83d\\ude00 \\\\ud83d\"}", DS_OAI_COMPLETION, &r, &err) == 0,
+            "%s", err.message);
+    const char want[] = "broken \xEF\xBF\xBD surrogate \xEF\xBF\xBD\xF0\x9F\x98\x80 \\ud83d";
+    CHECK(r.prompt_len == sizeof want - 1 && !memcmp(r.prompt, want, sizeof want), "got '%s'", r.prompt);
+    ds_oai_request_free(&r);
+    char deep[2200 + 64];
+    for (int depth = 1001; depth <= 1100; depth += 99) {
+        size_t n = (size_t)snprintf(deep, sizeof deep, "{\"prompt\":\"x\",\"a\":");
+        for (int i = 0; i < depth; i++) deep[n++] = '[';
+        for (int i = 0; i < depth; i++) deep[n++] = ']';
+        deep[n++] = '}';
+        deep[n] = 0;
+        CHECK(parse(deep, DS_OAI_COMPLETION, &r, &err) == -1 && strstr(err.message, "nested more than 1000 levels") &&
+              strstr(err.message, "1000 is the limit"), "%d deep: %s", depth, err.message);
+        ds_oai_request_free(&r);
+    }
+    CHECK(parse("{\"prompt\":\n \"x\", tru}", DS_OAI_COMPLETION, &r, &err) == -1 && strstr(err.message, "not valid JSON") &&
+          strstr(err.message, "line 2") && strstr(err.message, "byte 19"), "%s", err.message);
+    ds_oai_request_free(&r);
+    /* the offset is that of the token's last byte in the body as sent, also after a repaired character */
+    CHECK(parse("{\"prompt\":\"\xff\xff\", tru}", DS_OAI_COMPLETION, &r, &err) == -1 && strstr(err.message, "byte 18"),
+          "%s", err.message);
+    ds_oai_request_free(&r);
+}
+
+/* The model's text goes out whole: U+0000 as \u0000, in content, reasoning and tool arguments. */
+static void test_response_nul(void) {
+    json_t *m = ds_oai_chat_message("ab\0cd", 5, "r\0s", 3, 1, NULL);
+    char *s = ds_json_dump(m);
+    CHECK(s && !strcmp(s, "{\"role\":\"assistant\",\"content\":\"ab\\u0000cd\",\"reasoning_content\":\"r\\u0000s\"}"), "%s", s);
+    free(s);
+    json_decref(m);
+    static const char body[] = "<function=f>\n<parameter=q>\na\0b\n</parameter>\n</function>";
+    json_t *call = ds_tool_call_parse(body, sizeof body - 1);
+    s = call ? ds_json_dump(call) : NULL;
+    CHECK(s && !strcmp(s, "{\"name\":\"f\",\"arguments\":\"{\\\"q\\\":\\\"a\\\\u0000b\\\"}\"}"), "%s", s ? s : "no call");
+    free(s);
+    json_decref(call);
+    json_t *tok = ds_oai_token_string("\0", 1, NULL);
+    CHECK(json_string_length(tok) == 1 && json_string_value(tok)[0] == 0, "a token of byte 0");
+    json_decref(tok);
 }
 
 /* A served model name with a quote, a backslash and a newline stays inside its
@@ -226,6 +305,9 @@ int main(void) {
     RUN(test_tool_calls);
     RUN(test_nothing_held_without_reason);
     RUN(test_request);
+    RUN(test_request_nul);
+    RUN(test_request_json_text);
+    RUN(test_response_nul);
     RUN(test_metrics_label);
     return ds_test_finish();
 }

@@ -15,6 +15,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "server/json_text.h"
 #include "server/tool_constraint.h"
 #include "testing.h"
 #include "test_tokenizers.h"
@@ -26,7 +27,7 @@ static const char *NAMES[] = {"get", "get_time", "get_weather", "search-web", "l
 #define N_NAMES 6
 
 typedef struct {
-    cJSON *tools;
+    json_t *tools;
     const char *only;
     int form, in_reasoning;
     char openings[N_NAMES][64];
@@ -35,17 +36,18 @@ typedef struct {
 
 static void scenario_make(scenario *s) {
     memset(s, 0, sizeof *s);
-    s->tools = cJSON_CreateArray();
+    s->tools = json_array();
     int n = 1 + (int)(rnd() % N_NAMES), first = (int)(rnd() % N_NAMES);
     s->form = (int)(rnd() % 2);
     s->in_reasoning = rnd() % 3 == 0;
     int named = rnd() % 2;
     for (int i = 0; i < n; i++) {
         const char *nm = NAMES[(first + i) % N_NAMES];
-        cJSON *t = cJSON_CreateObject(), *f = cJSON_AddObjectToObject(t, "function");
-        cJSON_AddStringToObject(t, "type", "function");
-        cJSON_AddStringToObject(f, "name", nm);
-        cJSON_AddItemToArray(s->tools, t);
+        json_t *t = json_object(), *f = json_object();
+        json_object_set_new(t, "function", f);
+        json_object_set_new(t, "type", json_string("function"));
+        json_object_set_new(f, "name", ds_json_text(nm));
+        json_array_append_new(s->tools, t);
         if (named && i == n - 1) s->only = nm; /* the last one is the named one */
         if (!named || i == n - 1)
             snprintf(s->openings[s->n_openings++], 64,
@@ -160,7 +162,7 @@ out:
     free(allowed);
     free(cand);
     ds_tool_constraint_free(&c);
-    cJSON_Delete(s.tools);
+    json_decref(s.tools);
 }
 
 static void test_walks_generated_vocab(void) {
@@ -180,8 +182,9 @@ static void test_walks_qwen3_vocab(void) {
     for (int i = 0; i < walks && !ds_t_case_failed; i++) walk(t, ds_tokenizer_n_tokens(t), 0, &masks, &compared);
     printf("# %d walks, %d narrowed steps, %d token decisions compared\n", walks, masks, compared);
     /* what one narrowed step costs (printed for the record; tests do not judge timings) */
-    cJSON *tools = cJSON_Parse("[{\"type\":\"function\",\"function\":{\"name\":\"get_weather\"}},"
-                               "{\"type\":\"function\",\"function\":{\"name\":\"get_time\"}}]");
+    static const char TOOLS[] = "[{\"type\":\"function\",\"function\":{\"name\":\"get_weather\"}},"
+                                "{\"type\":\"function\",\"function\":{\"name\":\"get_time\"}}]";
+    json_t *tools = ds_json_parse(TOOLS, sizeof TOOLS - 1, NULL, 0);
     ds_tool_constraint c;
     ds_err e = {0};
     int V = ds_tokenizer_n_tokens(t);
@@ -196,7 +199,7 @@ static void test_walks_qwen3_vocab(void) {
         ds_tool_constraint_free(&c);
     }
     free(allowed);
-    cJSON_Delete(tools);
+    json_decref(tools);
     ds_tokenizer_free(t);
 }
 
@@ -207,7 +210,7 @@ static void test_forms_and_errors(void) {
     CHECK(ds_call_form_of_template(NULL) == DS_CALL_XML, "no template");
     ds_tokenizer *t = test_generated_tokenizer();
     REQUIRE(t, "tokenizer");
-    cJSON *tools = cJSON_Parse("[{\"type\":\"function\",\"function\":{\"name\":\"a\"}}]");
+    json_t *tools = ds_json_parse("[{\"type\":\"function\",\"function\":{\"name\":\"a\"}}]", sizeof "[{\"type\":\"function\",\"function\":{\"name\":\"a\"}}]" - 1, NULL, 0);
     ds_tool_constraint c;
     ds_err e = {0};
     CHECK(ds_tool_constraint_init(&c, t, DS_CALL_XML, tools, "b", 0, &e) == DS_EINVAL && strstr(e.msg, "b"),
@@ -224,7 +227,7 @@ static void test_forms_and_errors(void) {
     CHECK(nl >= 0 && !allowed[nl], "no leading whitespace without reasoning");
     free(allowed);
     ds_tool_constraint_free(&c);
-    cJSON_Delete(tools);
+    json_decref(tools);
     ds_tokenizer_free(t);
 }
 

@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # End-to-end checks of `deltaserve serve`: starts real servers on 127.0.0.1
 # (free ports) with the tiny model and runs tests/server/e2e.mjs (the official
-# openai client plus raw HTTP) against them in five modes: main, queue (429),
+# openai client plus raw HTTP) against them in six modes: main, queue (429),
 # fault (engine failures), fault-phase (one request of a busy batch fails in a
-# prefill, decode or verify step) and drain (SIGTERM). Prints ok/FAIL lines and
+# prefill, decode or verify step), seed (seeded answers reproduce, with and
+# without speculation) and drain (SIGTERM). Prints ok/FAIL lines and
 # "RESULT passed=N failed=M". Env: DS_BIN, DS_TMP, DS_ROOT (tests/run.sh).
 set -u
 : "${DS_BIN:?}" "${DS_TMP:?}" "${DS_ROOT:?}"
@@ -138,6 +139,23 @@ for phase in prefill decode verify; do
         stop "fault-$phase"
     fi
 done
+# a seed reproduces its answer with speculation (the defaults), alone and among 16 others, and it
+# is the answer of a server that does not speculate; the head of this model agrees with it often
+# enough for drafts to be accepted
+agree_model="$DS_TMP/tiny-agree.gguf"
+[ -f "$agree_model" ] || "$DS_BIN" make-model --shape tiny --mtp-agree 0.7 --out "$agree_model" >/dev/null 2>&1 ||
+    bad "make-model --mtp-agree" "failed"
+for spec in 3 0; do
+    if model="$agree_model" start "seed-$spec" --spec-tokens "$spec"; then
+        DS_SEED_SPEC=$spec DS_SEED_OUT="$DS_TMP/seed-answers-$spec.json" suite seed
+        stop "seed-$spec"
+    fi
+done
+if [ -s "$DS_TMP/seed-answers-3.json" ] && cmp -s "$DS_TMP/seed-answers-3.json" "$DS_TMP/seed-answers-0.json"; then
+    ok "seed: the same answers with and without speculation"
+else
+    bad "seed: the same answers with and without speculation" "$(head -c 300 "$DS_TMP/seed-answers-3.json" 2>/dev/null) vs $(head -c 300 "$DS_TMP/seed-answers-0.json" 2>/dev/null)"
+fi
 if start drain; then
     suite drain
     for _ in $(seq 1 100); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done

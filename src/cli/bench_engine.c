@@ -50,8 +50,10 @@ static void fill(int32_t *t, int n, uint32_t seed, int vocab) {
     for (int i = 0; i < n; i++) t[i] = (int32_t)(((seed = seed * 1664525u + 1013904223u) >> 8) % (uint32_t)(vocab < 1000 ? vocab : 1000));
 }
 
-/* Runs n requests through eng (all submitted at once); returns the wall time. */
-static double run_requests(ds_engine *eng, int32_t **prompts, const int *lens, int n, int n_gen, req_clock *clk) {
+/* Runs n requests through eng (all submitted at once); returns the wall time. temp 0: greedy;
+ * otherwise request i samples at temp with seed seed + i. */
+static double run_requests_sampled(ds_engine *eng, int32_t **prompts, const int *lens, int n, int n_gen, req_clock *clk,
+                                   float temp, uint64_t seed) {
     double t0 = ds_now();
     ds_err e = {0};
     for (int i = 0; i < n; i++) {
@@ -60,11 +62,16 @@ static double run_requests(ds_engine *eng, int32_t **prompts, const int *lens, i
         ds_request_params rp = {.prompt = prompts[i], .n_prompt = lens[i], .max_tokens = n_gen, .ignore_eos = 1,
                                 .on_event = on_event, .user = &clk[i]};
         ds_sampling_defaults(&rp.sampling);
-        rp.sampling.temperature = 0;
+        rp.sampling.temperature = temp;
+        rp.sampling.seed = seed + (uint64_t)i;
         if (!ds_engine_submit(eng, &rp, &e)) fprintf(stderr, "deltaserve bench: %s\n", e.msg);
     }
     while (ds_engine_step(eng)) {}
     return ds_now() - t0;
+}
+
+static double run_requests(ds_engine *eng, int32_t **prompts, const int *lens, int n, int n_gen, req_clock *clk) {
+    return run_requests_sampled(eng, prompts, lens, n, n_gen, clk, 0.0f, 0);
 }
 
 int ds_bench_shared_prefix(const char *path, int n_threads, int prefix_len, int json) {
@@ -266,10 +273,11 @@ static double time_calls(ds_model *m, ds_kv_pool *kv, ds_state_pool *st, int pos
     return (ds_now() - t0) / reps;
 }
 
-/* Decode tokens/s of n (at most 64) sequences (different 32-token prompts, greedy) decoding at once
- * through an engine, timed from their first token to the end; *st gets the engine's counters. */
+/* Decode tokens/s of n (at most 64) sequences (different 32-token prompts, greedy or sampled at
+ * temp) decoding at once through an engine, timed from their first token to the end; *st gets the
+ * engine's counters. */
 static int decode_rate(ds_model *m, int spec_tokens, size_t spec_state_bytes, int spec_max_batch, int n, int n_gen,
-                       double *tok_s, ds_engine_stats *st) {
+                       float temp, uint64_t seed, double *tok_s, ds_engine_stats *st) {
     ds_engine_params ep;
     ds_engine_defaults(&ep);
     ep.spec_tokens = spec_tokens;
@@ -296,7 +304,7 @@ static int decode_rate(ds_model *m, int spec_tokens, size_t spec_state_bytes, in
         lens[i] = 32;
         fill(prompts[i], 32, 3 + (uint32_t)i * 977, ds_model_cfg(m)->n_vocab);
     }
-    run_requests(eng, prompts, lens, n, n_gen, clk);
+    run_requests_sampled(eng, prompts, lens, n, n_gen, clk, temp, seed);
     /* the prompts are prefilled together, so every first token comes out of the same step */
     double end = ds_now(), start = clk[0].first;
     int tokens = 0;
@@ -312,7 +320,7 @@ static int decode_rate(ds_model *m, int spec_tokens, size_t spec_state_bytes, in
 }
 
 int ds_bench_spec(const char *path, int n_threads, int spec_tokens, size_t spec_state_bytes, int spec_max_batch,
-                  int batch, int n_gen, int json) {
+                  int batch, int n_gen, float temp, uint64_t seed, int json) {
     bench_model bm = {0};
     if (open_model(path, n_threads, &bm)) return 1;
     const ds_model_config *c = ds_model_cfg(bm.model);
@@ -342,10 +350,10 @@ int ds_bench_spec(const char *path, int n_threads, int spec_tokens, size_t spec_
     double tok_s[2], batch_tok_s[2] = {0, 0};
     ds_engine_stats sst = {0}, bst = {0};
     for (int spec = 0; spec < 2; spec++) {
-        if (decode_rate(bm.model, spec ? spec_tokens : 0, spec_state_bytes, spec_max_batch, 1, n_gen, &tok_s[spec],
-                        &sst) ||
+        if (decode_rate(bm.model, spec ? spec_tokens : 0, spec_state_bytes, spec_max_batch, 1, n_gen, temp, seed,
+                        &tok_s[spec], &sst) ||
             (batch > 1 && decode_rate(bm.model, spec ? spec_tokens : 0, spec_state_bytes, spec_max_batch, batch, n_gen,
-                                      &batch_tok_s[spec], &bst))) {
+                                      temp, seed, &batch_tok_s[spec], &bst))) {
             close_model(&bm);
             return 1;
         }
@@ -356,11 +364,11 @@ int ds_bench_spec(const char *path, int n_threads, int spec_tokens, size_t spec_
     double mean_len = sst.spec_verify_steps ? (double)sst.spec_accepted / (double)sst.spec_verify_steps : 0.0;
     double per_draft = sst.spec_compared ? (double)sst.spec_accepted / (double)sst.spec_compared : 0.0;
     if (json) {
-        printf("{\"spec_tokens\": %d, \"tg_tok_s\": %.2f, \"tg_tok_s_spec\": %.2f, \"speedup\": %.3f, "
+        printf("{\"spec_tokens\": %d, \"temperature\": %g, \"tg_tok_s\": %.2f, \"tg_tok_s_spec\": %.2f, \"speedup\": %.3f, "
                "\"verify_cost_ratio\": %.3f, \"acceptance\": %.3f, \"draft_acceptance\": %.3f, \"mean_accepted\": %.3f, "
                "\"drafted\": %lld, \"batch\": %d, \"batch_tok_s\": %.2f, \"batch_tok_s_spec\": %.2f, "
                "\"batch_speedup\": %.3f, \"batch_verifying_per_step\": %.2f}\n",
-               spec_tokens, tok_s[0], tok_s[1], tok_s[1] / tok_s[0], t_ver / t_dec, acc, per_draft, mean_len,
+               spec_tokens, temp, tok_s[0], tok_s[1], tok_s[1] / tok_s[0], t_ver / t_dec, acc, per_draft, mean_len,
                (long long)sst.spec_drafted, batch, batch_tok_s[0], batch_tok_s[1],
                batch_tok_s[0] > 0 ? batch_tok_s[1] / batch_tok_s[0] : 0.0, verifying);
     } else {

@@ -8,16 +8,18 @@
  *     for one sequence and for `batch` at once (how many verify per step), and
  *     the cost of one verify pass of K+1 tokens relative to one decode step.
  *     spec_state_bytes: the verify records' budget (0: the engine's default);
- *     spec_max_batch: the engine's drafting limit (-1: its default). */
+ *     spec_max_batch: the engine's drafting limit (-1: its default); temp: 0
+ *     decodes greedily, otherwise sequence i samples at temp with seed seed + i. */
 #ifndef DS_BENCH_ENGINE_H
 #define DS_BENCH_ENGINE_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 /* Returns the process exit code. */
 int ds_bench_shared_prefix(const char *path, int n_threads, int prefix_len, int json);
 int ds_bench_branch(const char *path, int n_threads, int prefix_len, int json);
 int ds_bench_spec(const char *path, int n_threads, int spec_tokens, size_t spec_state_bytes, int spec_max_batch,
-                  int batch, int n_gen, int json);
+                  int batch, int n_gen, float temp, uint64_t seed, int json);
 
 #endif

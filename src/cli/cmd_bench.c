@@ -40,12 +40,13 @@ static void usage(FILE *f) {
                "  --workload branch [--prefix-len N]\n"
                "              through the engine, for checkpoint intervals 0 (prompt end only), 128, 256,\n"
                "              512, 1024: time to first token of requests branching off a cached prompt\n"
-               "  --spec-tokens K [--spec-batch N] [--spec-state-mb X] [--spec-max-batch M]\n"
+               "  --spec-tokens K [--spec-batch N] [--spec-state-mb X] [--spec-max-batch M] [--temp T] [--seed S]\n"
                "              decode with and without MTP speculation (K drafts), one sequence and N at\n"
                "              once (default 8, at most 64; 1: skip), and the cost of a verify pass of K+1\n"
                "              tokens against a decode step (verify_cost_ratio); X: the verify records'\n"
                "              budget in MiB (default: the engine's, 256); M: no drafts while more than M\n"
-               "              sequences run (default: the engine's, 4; 0: no limit)\n");
+               "              sequences run (default: the engine's, 4; 0: no limit); T: the sequences sample\n"
+               "              at temperature T (default 0: greedy), sequence i with seed S + i (default 0)\n");
 }
 
 static double now(void) {
@@ -220,7 +221,8 @@ static void stats(const double *v, int n, double *mean, double *sd) {
 int ds_cmd_bench(int argc, char **argv) {
     const char *path = NULL, *blist = "1,2,4,8,16", *workload = NULL;
     long p = 512, n = 128, threads = 0, reps = 3, spec = 0, prefix = 2048, spec_batch = 8, spec_max_batch = -1;
-    double spec_mb = 0;
+    double spec_mb = 0, temp = 0;
+    uint64_t seed = 0;
     int json = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v;
@@ -239,6 +241,8 @@ int ds_cmd_bench(int argc, char **argv) {
         else if (!strcmp(a, "--spec-batch")) { if (ds_arg_int(a, v, 1, 64, &spec_batch)) return 2; }
         else if (!strcmp(a, "--spec-max-batch")) { if (ds_arg_int(a, v, 0, 1 << 16, &spec_max_batch)) return 2; }
         else if (!strcmp(a, "--spec-state-mb")) { if (ds_arg_float(a, v, 0.001, 1 << 22, &spec_mb)) return 2; }
+        else if (!strcmp(a, "--temp")) { if (ds_arg_float(a, v, 0, 100, &temp)) return 2; }
+        else if (!strcmp(a, "--seed")) { if (ds_arg_u64(a, v, &seed)) return 2; }
         else { fprintf(stderr, "deltaserve bench: unknown option '%s'\n", a); usage(stderr); return 2; }
     }
     if (!path) { usage(stderr); return 2; }
@@ -251,7 +255,7 @@ int ds_cmd_bench(int argc, char **argv) {
     if (workload) return ds_bench_shared_prefix(path, (int)threads, (int)prefix, json);
     if (spec)
         return ds_bench_spec(path, (int)threads, (int)spec, (size_t)(spec_mb * (1 << 20)), (int)spec_max_batch,
-                             (int)spec_batch, (int)n, json);
+                             (int)spec_batch, (int)n, (float)temp, seed, json);
     int bs[MAX_BATCHES], nb = 0, bmax = 1;
     for (const char *s = blist; *s && nb < MAX_BATCHES;) {
         char *end;

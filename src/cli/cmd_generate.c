@@ -100,7 +100,7 @@ int ds_cmd_generate(int argc, char **argv) {
     const char *text;
     size_t len;
     for (; produced < n_gen; produced++) {
-        int32_t next = ds_sampler_sample(&smp, logits, hist + toks.n, n_hist - (int)toks.n, &sc);
+        int32_t next = ds_sampler_sample(&smp, logits, hist + toks.n, n_hist - (int)toks.n, n_hist, &sc);
         int stop = 0;
         for (int k = 0; k < c->n_eos; k++) stop |= next == c->eos_ids[k];
         if (stop) break;

@@ -33,7 +33,7 @@ static void usage(FILE *f) {
             "  --spec-tokens K        MTP drafts per step, at most (default 3; 0 = no speculation;\n"
             "                         models without an MTP head never speculate)\n"
             "  --spec-state-mb N      DeltaNet records kept while drafts are verified (default 256)\n"
-            "  --spec-max-batch N     greedy requests do not draft while more than N sequences run\n"
+            "  --spec-max-batch N     no request drafts while more than N sequences run\n"
             "                         (default 4; 0: no limit)\n"
             "  --max-queue N          waiting requests accepted before 429 (default 0 = unlimited)\n"
             "  --threads N            compute threads (default: one per core)\n"

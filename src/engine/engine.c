@@ -123,12 +123,6 @@ ds_status ds_engine_new(ds_model *model, const ds_engine_params *params, ds_engi
         g->draft_cost = ds_model_draft_cost(model);
         size_t mtp_page = (size_t)p.page_size * (size_t)c->n_head_kv * (size_t)c->head_dim * 2 * sizeof(float);
         s = ds_kv_pool_init(&g->mtp_kv, 1, c->n_head_kv, c->head_dim, p.page_size, mtp_page * (size_t)g->kv.n_pages, e);
-        size_t q_bytes = (size_t)p.max_running * (size_t)g->spec_max * (size_t)c->n_vocab * sizeof(float);
-        /* draft distributions are kept for rejection sampling only where they fit a modest budget;
-         * without them sampled requests decode plainly and greedy ones still speculate */
-        if (!s && q_bytes <= ((size_t)64 << 20) &&
-            (!(g->q_store = malloc(q_bytes)) || ds_id_pool_init(&g->qslots, 0, p.max_running)))
-            s = ds_fail(e, DS_ENOMEM, "engine: out of memory for draft distributions");
     }
     int n_rows = p.step_tokens; /* every row of a step counts against its budget */
     size_t H = (size_t)c->n_embd;
@@ -159,7 +153,6 @@ ds_status ds_engine_new(ds_model *model, const ds_engine_params *params, ds_engi
     size_t most = (size_t)g->pages.n;
     if ((size_t)g->slots.n > most) most = (size_t)g->slots.n;
     if ((size_t)g->vslots.n > most) most = (size_t)g->vslots.n;
-    if ((size_t)g->qslots.n > most) most = (size_t)g->qslots.n;
     g->check_pages = malloc(((size_t)g->pages.n + 1) * sizeof *g->check_pages);
     g->check_ckpts = malloc(((size_t)g->ckpts.n + 1) * sizeof *g->check_ckpts);
     g->check_scratch = malloc((most + 1) * sizeof *g->check_scratch);
@@ -216,7 +209,6 @@ void ds_engine_free(ds_engine *g) {
     ds_id_pool_free(&g->slots);
     ds_id_pool_free(&g->ckpts);
     ds_id_pool_free(&g->vslots);
-    ds_id_pool_free(&g->qslots);
     ds_kv_pool_free(&g->mtp_kv);
     free(g->hidden);
     free(g->mtp_hidden_in);
@@ -225,7 +217,6 @@ void ds_engine_free(ds_engine *g) {
     free(g->mtp_rows);
     free(g->mtp_seqs);
     free(g->mtp_req);
-    free(g->q_store);
     free(g->running);
     free(g->rows);
     free(g->seqs);
@@ -284,7 +275,6 @@ uint64_t ds_engine_submit(ds_engine *g, const ds_request_params *rp, ds_err *e) 
     r->n_tokens = r->n_prompt = rp->n_prompt;
     r->slot = -1;
     r->k = g->spec_max;
-    r->qslot = -1;
     /* an optimistic start: a new request drafts the most until its own acceptance says otherwise */
     r->acc_hits = 1.6f;
     r->acc_trials = 2.0f;
@@ -361,9 +351,6 @@ static void release_memory(ds_engine *g, req *r) {
     r->n_pages = 0;
     if (r->slot >= 0) ds_id_unref(&g->slots, r->slot);
     r->slot = -1;
-    if (r->qslot >= 0) ds_id_unref(&g->qslots, r->qslot);
-    r->qslot = -1;
-    r->q = NULL;
     r->n_drafts = 0;
 }
 
@@ -554,8 +541,6 @@ static int admit(ds_engine *g) {
                 if (r->n_generated == 0) r->n_cached = reused;
             }
         }
-        if (g->q_store && r->sampler.p.temperature > 0 && (r->qslot = ds_id_get(&g->qslots)) >= 0)
-            r->q = g->q_store + (size_t)r->qslot * (size_t)g->spec_max * (size_t)g->cfg->n_vocab;
         r->running_index = g->n_running;
         g->running[g->n_running++] = r;
         admitted++;
@@ -662,7 +647,7 @@ static int sample_next(ds_engine *g, req *r, const float *logits) {
             from = g->filtered;
         }
     }
-    int32_t t = ds_sampler_sample(&r->sampler, from, r->tokens + r->n_prompt, r->n_generated, &g->scratch);
+    int32_t t = ds_sampler_sample(&r->sampler, from, r->tokens + r->n_prompt, r->n_generated, r->n_tokens, &g->scratch);
     /* logprobs report the model's own distribution, as without a filter */
     return ds_engine_append(g, r, t, logits);
 }

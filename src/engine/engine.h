@@ -43,8 +43,8 @@ typedef struct {
     int max_queue;              /* waiting requests accepted (0: unlimited) */
     int spec_tokens;            /* MTP drafts per step, at most (0: no speculation; models without an MTP head never speculate) */
     size_t spec_state_bytes;    /* DeltaNet verify records (k+1 per speculating sequence) */
-    int spec_max_batch;         /* greedy requests do not draft while more sequences than this run (0: no
-                                 * limit): batched decode is compute-bound, so verifying stops paying */
+    int spec_max_batch;         /* no request drafts while more sequences than this run (0: no limit):
+                                 * batched decode is compute-bound, so verifying stops paying */
     int check_invariants;       /* 1: ds_engine_check_invariants after every step, abort() when one is broken
                                  * (also with $DS_CHECK_INVARIANTS=1; for tests: it costs a pass over the pools) */
 } ds_engine_params;

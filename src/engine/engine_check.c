@@ -42,7 +42,7 @@ static ds_status check_pool(const ds_id_pool *p, int32_t *holds, const char *wha
     return DS_OK;
 }
 
-/* Counts an exclusive id (a state, verify or draft slot) in holds: a second holder is an error. */
+/* Counts an exclusive id (a state slot or a verify record) in holds: a second holder is an error. */
 static ds_status hold_once(const ds_id_pool *p, int32_t *holds, int id, const req *r, const char *what, ds_err *e) {
     if (id < p->first || id >= p->first + p->n)
         return ds_fail(e, DS_ECORRUPT, "request %llu holds %s %d, outside the pool", (unsigned long long)r->id, what, id);
@@ -77,10 +77,10 @@ static ds_status check_requests(ds_engine *g, ds_err *e) {
     for (const req *r = g->waiting_head; r; r = r->next) {
         if (++n > g->n_waiting)
             return ds_fail(e, DS_ECORRUPT, "the waiting list is longer than the %d it counts", g->n_waiting);
-        if (r->n_pages || r->slot != -1 || r->qslot != -1 || r->n_vslots)
+        if (r->n_pages || r->slot != -1 || r->n_vslots)
             return ds_fail(e, DS_ECORRUPT, "a waiting request holds nothing: request %llu holds %d pages, state slot "
-                                           "%d, draft slot %d, %d verify slots",
-                           (unsigned long long)r->id, r->n_pages, r->slot, r->qslot, r->n_vslots);
+                                           "%d, %d verify slots",
+                           (unsigned long long)r->id, r->n_pages, r->slot, r->n_vslots);
         last = r;
     }
     if (n != g->n_waiting || g->waiting_tail != last)
@@ -129,7 +129,7 @@ ds_status ds_engine_check_invariants(ds_engine *g, ds_err *e) {
     if ((s = check_pool(&g->ckpts, g->check_ckpts, "checkpoint slot", "prefix-cache nodes: every cached checkpoint "
                                                                        "belongs to a trie node", e)))
         return s;
-    /* exclusive slots: DeltaNet state, verify records, draft distributions */
+    /* exclusive slots: DeltaNet state, verify records */
     memset(seen, 0, (size_t)g->slots.n * sizeof *seen);
     for (int i = 0; i < g->n_running && g->hybrid; i++)
         if ((s = hold_once(&g->slots, seen, g->running[i]->slot, g->running[i], "state slot", e))) return s;
@@ -138,13 +138,7 @@ ds_status ds_engine_check_invariants(ds_engine *g, ds_err *e) {
     for (int i = 0; i < g->n_running; i++)
         for (int k = 0; k < g->running[i]->n_vslots; k++)
             if ((s = hold_once(&g->vslots, seen, g->running[i]->vslots[k], g->running[i], "verify slot", e))) return s;
-    if ((s = check_pool(&g->vslots, seen, "verify slot", "running requests", e))) return s;
-    memset(seen, 0, (size_t)g->qslots.n * sizeof *seen);
-    for (int i = 0; i < g->n_running; i++)
-        if (g->running[i]->qslot >= 0 &&
-            (s = hold_once(&g->qslots, seen, g->running[i]->qslot, g->running[i], "draft slot", e)))
-            return s;
-    return check_pool(&g->qslots, seen, "draft slot", "running requests", e);
+    return check_pool(&g->vslots, seen, "verify slot", "running requests", e);
 }
 
 void ds_engine_check_or_die(ds_engine *g) {

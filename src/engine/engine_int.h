@@ -39,8 +39,6 @@ typedef struct req {
     /* speculative decoding (speculate.c) */
     int n_drafts;               /* drafts waiting to be verified */
     int32_t drafts[DS_MAX_SPEC];
-    float *q;                   /* [DS_MAX_SPEC][vocab] draft distributions (sampling), or NULL */
-    int qslot;                  /* which part of the engine's q store q is (-1: none) */
     int32_t vslots[DS_MAX_SPEC + 1]; /* verify slots held during a step */
     int n_vslots;
     int n_want;                 /* drafts wanted this round */
@@ -99,9 +97,6 @@ struct ds_engine {
     ds_batch_token *mtp_rows;
     ds_batch_seq *mtp_seqs;
     req **mtp_req;
-    float *q_store;             /* [max_running][k][vocab] draft distributions, or NULL */
-    ds_id_pool qslots;          /* parts of q_store */
-    int32_t *hist;              /* scratch history for sampling with drafts */
     /* ds_engine_check_invariants (engine_check.c) */
     int check_invariants;       /* after every step, or abort */
     int32_t *check_pages, *check_ckpts, *check_scratch; /* holders per id, sized once */

@@ -29,19 +29,22 @@ void ds_sampler_scratch_free(ds_sampler_scratch *s) {
     memset(s, 0, sizeof *s);
 }
 
-static uint64_t splitmix64(uint64_t *x) {
-    uint64_t z = (*x += 0x9E3779B97F4A7C15ull);
+void ds_sampler_init(ds_sampler *s, const ds_sampling_params *p) { s->p = *p; }
+
+/* splitmix64's finaliser: a bijection of 64-bit words whose outputs pass as independent */
+static uint64_t mix64(uint64_t z) {
     z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
     z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
     return z ^ (z >> 31);
 }
 
-void ds_sampler_init(ds_sampler *s, const ds_sampling_params *p) {
-    s->p = *p;
-    s->rng = p->seed ^ 0x6A09E667F3BCC909ull;
-}
+#define GOLDEN 0x9E3779B97F4A7C15ull
 
-double ds_sampler_uniform(ds_sampler *s) { return (double)(splitmix64(&s->rng) >> 11) * (1.0 / 9007199254740992.0); }
+static uint64_t position_key(const ds_sampling_params *p, int64_t pos) {
+    uint64_t k = mix64(p->seed ^ 0x6A09E667F3BCC909ull);
+    k = mix64(k + GOLDEN * ((uint64_t)p->choice + 1));
+    return mix64(k + 0xBB67AE8584CAA73Bull * ((uint64_t)pos + 1));
+}
 
 static int by_prob_desc(const void *a, const void *b, void *probs) {
     int32_t x = *(const int32_t *)a, y = *(const int32_t *)b;
@@ -118,16 +121,41 @@ void ds_sampler_probs(const ds_sampler *s, const float *logits, const int32_t *h
     }
 }
 
-int32_t ds_sampler_draw(ds_sampler *s, const ds_sampler_scratch *sc) {
-    double u = ds_sampler_uniform(s), cum = 0.0;
-    int last = -1;
+/* U_t of token i at a position's key: uniform in (0, 1), never 0 */
+static double uniform_at(uint64_t key, int32_t i) {
+    uint64_t h = mix64(key + GOLDEN * ((uint64_t)i + 1));
+    return ((double)(h >> 11) + 0.5) * (1.0 / 9007199254740992.0);
+}
+
+/* Exponential race: token t "arrives" at E_t / p_t with E_t = -log(1 - U_t)
+ * ~ Exp(1), and the first to arrive is distributed as p (the Gumbel-max trick
+ * in another form). The most likely token's arrival is timed first; after
+ * it, as E_t >= U_t, a token whose U_t / p_t already comes later needs no
+ * logarithm, so a draw costs one hash per token with mass and a handful of
+ * logarithms (measured on a 248,320-token vocabulary: 0.55 ms against 2.2 ms
+ * for ds_sampler_probs; skipping the hash where p_t is too small to win cost
+ * more in mispredicted branches than it saved). The result is exactly the
+ * race's. Ties (practically impossible) go to the lower id, whatever the
+ * order of the scan. */
+int32_t ds_sampler_draw(const ds_sampler *s, const ds_sampler_scratch *sc, int64_t pos) {
+    const float *p = sc->probs;
+    int32_t best_id = 0;
+    for (int i = 1; i < sc->n_vocab; i++)
+        if (p[i] > p[best_id]) best_id = i;
+    if (!(p[best_id] > 0.0f)) return best_id; /* no mass at all: cannot happen after ds_sampler_probs */
+    uint64_t key = position_key(&s->p, pos);
+    double best = -log1p(-uniform_at(key, best_id)) / (double)p[best_id];
     for (int i = 0; i < sc->n_vocab; i++) {
-        if (sc->probs[i] <= 0.0f) continue;
-        cum += sc->probs[i];
-        last = i;
-        if (u < cum) return i;
+        if (!(p[i] > 0.0f) || i == best_id) continue;
+        double pi = (double)p[i], u = uniform_at(key, i);
+        if (u > best * pi * (1.0 + 1e-9)) continue; /* the margin covers rounding */
+        double t = -log1p(-u) / pi;
+        if (t < best || (t == best && i < best_id)) {
+            best = t;
+            best_id = i;
+        }
     }
-    return last; /* rounding left u past the total: the last token with mass */
+    return best_id;
 }
 
 int ds_sampler_is_greedy(const ds_sampler *s) { return s->p.temperature <= 0.0f || s->p.top_k == 1; }
@@ -150,12 +178,11 @@ int32_t ds_sampler_greedy(const ds_sampler *s, const float *logits, const int32_
     return first_max(sc->probs, sc->n_vocab);
 }
 
-int32_t ds_sampler_sample(ds_sampler *s, const float *logits, const int32_t *history, int n_history,
-                          ds_sampler_scratch *sc) {
-    /* greedy needs no distribution; its draw would only advance a generator it never reads */
+int32_t ds_sampler_sample(const ds_sampler *s, const float *logits, const int32_t *history, int n_history,
+                          int64_t pos, ds_sampler_scratch *sc) {
     if (ds_sampler_is_greedy(s)) return ds_sampler_greedy(s, logits, history, n_history, sc);
     ds_sampler_probs(s, logits, history, n_history, sc);
-    return ds_sampler_draw(s, sc);
+    return ds_sampler_draw(s, sc, pos);
 }
 
 double ds_log_softmax_at(const float *logits, int n_vocab, int32_t token) {

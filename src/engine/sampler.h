@@ -1,11 +1,16 @@
 /* sampler.h - turning logits into the next token, per request.
  *
- * A sampler belongs to one request and holds its parameters and its random
- * state, so that a seed reproduces a completion whatever else shares the
- * batch. Sampling is split in two steps so that speculative decoding can
- * compare distributions: ds_sampler_probs builds the final distribution
- * (penalties, temperature, top-k, top-p, min-p applied), ds_sampler_draw
- * draws from it. Temperature 0 means greedy (the lowest id among ties). */
+ * A sampler belongs to one request and holds its parameters. It has no
+ * running random state: the token drawn at a position is a function of the
+ * distribution there and of the key (seed, choice, position) alone, so a seed
+ * reproduces a completion whatever else shares the batch, however a
+ * preempted request is recomputed, and whether or not speculative decoding
+ * proposed a draft at that position (speculate.c draws its drafts from the
+ * head's distribution with the same key and keeps one only when it equals
+ * the model's draw). Sampling is split in two steps: ds_sampler_probs builds
+ * the final distribution (penalties, temperature, top-k, top-p, min-p
+ * applied), ds_sampler_draw draws from it. Temperature 0 means greedy (the
+ * lowest id among ties). */
 #ifndef DS_SAMPLER_H
 #define DS_SAMPLER_H
 
@@ -20,13 +25,13 @@ typedef struct {
     float frequency_penalty;  /* OpenAI: subtracted per occurrence */
     float repetition_penalty; /* 1: off; divides positive logits (multiplies negative) of seen tokens */
     uint64_t seed;
+    uint32_t choice;          /* which of a request's n choices: part of the key of every draw */
 } ds_sampling_params;
 
 void ds_sampling_defaults(ds_sampling_params *p);
 
 typedef struct {
     ds_sampling_params p;
-    uint64_t rng;
 } ds_sampler;
 
 /* Scratch for one sampling step: probabilities and candidate lists of n_vocab
@@ -48,11 +53,14 @@ void ds_sampler_init(ds_sampler *s, const ds_sampling_params *p);
  * With temperature 0 the distribution is one-hot on the argmax. */
 void ds_sampler_probs(const ds_sampler *s, const float *logits, const int32_t *history, int n_history,
                       ds_sampler_scratch *sc);
-/* Draws a token from sc->probs, advancing the sampler's random state. */
-int32_t ds_sampler_draw(ds_sampler *s, const ds_sampler_scratch *sc);
-/* Uniform in [0, 1), advancing the random state (for rejection tests). */
-double ds_sampler_uniform(ds_sampler *s);
-/* probs + draw */
+/* Draws the token at absolute position pos (its index in prompt + completion)
+ * from sc->probs by the Gumbel-max trick: the token with the smallest E_t / p_t,
+ * where E_t = -log(1 - U_t) and U_t is uniform, a hash of (seed, choice, pos, t).
+ * That token is distributed as p; for two distributions p and q drawn from at
+ * the same key the draws agree with probability at least o / (2 - o), where
+ * o = sum(min(p, q)) is the acceptance of rejection sampling. A pure function
+ * of its arguments. */
+int32_t ds_sampler_draw(const ds_sampler *s, const ds_sampler_scratch *sc, int64_t pos);
 /* Whether the sampler always takes the most likely token (temperature 0 or top_k 1). */
 int ds_sampler_is_greedy(const ds_sampler *s);
 /* The token a greedy sampler picks, penalties applied: what ds_sampler_probs
@@ -61,8 +69,9 @@ int ds_sampler_is_greedy(const ds_sampler *s);
 int32_t ds_sampler_greedy(const ds_sampler *s, const float *logits, const int32_t *history, int n_history,
                           ds_sampler_scratch *sc);
 
-int32_t ds_sampler_sample(ds_sampler *s, const float *logits, const int32_t *history, int n_history,
-                          ds_sampler_scratch *sc);
+/* probs + draw at position pos (greedy: the argmax, no distribution built) */
+int32_t ds_sampler_sample(const ds_sampler *s, const float *logits, const int32_t *history, int n_history,
+                          int64_t pos, ds_sampler_scratch *sc);
 
 /* log-softmax of the raw logits at `token` (for logprobs and perplexity). */
 double ds_log_softmax_at(const float *logits, int n_vocab, int32_t token);

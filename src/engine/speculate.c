@@ -4,27 +4,31 @@
  *   1. verify: the pending token x and the drafts d1..dk run as one VERIFY
  *      chunk of the step's ragged batch, keeping a record of each (its conv
  *      window and recurrence inputs) in a verify slot;
- *   2. accept: greedy requests keep the longest prefix of drafts equal to the
- *      model's choice, plus the model's token at the first mismatch; sampling
- *      requests accept d with probability min(1, p(d)/q(d)) and otherwise draw
- *      from max(p - q, 0), which yields exactly the distribution of plain
- *      sampling. The state slot, which the verify left untouched, advances
- *      by the kept tokens from their records (ds_model_verify_commit); KV
- *      past them is overwritten later;
+ *   2. accept: keep the longest prefix of drafts equal to the model's choice,
+ *      plus the model's token at the first mismatch. The choice is the one
+ *      plain decoding makes: the argmax for greedy requests, and for sampling
+ *      ones the token the sampler draws from the model's distribution with
+ *      the key (seed, choice, position) (sampler.h). Drafts are drawn from the
+ *      head's distribution with that same key, so they agree with the model
+ *      as often as the two distributions overlap (at least o / (2 - o) of the
+ *      time, o = sum(min(p, q)), against o for rejection sampling), and the
+ *      emitted tokens are plain sampling's own: a seed reproduces its
+ *      completion whatever the drafts, k, the batch or a preemption were.
+ *      The state slot, which the verify left untouched, advances by the kept
+ *      tokens from their records (ds_model_verify_commit); KV past them is
+ *      overwritten later;
  *   3. draft: the MTP head is fed (h_t, x_{t+1}) for every position the step
  *      kept (this also fills its own KV cache, prompt included), and drafts
  *      d1 from its last row, then d2..dk one batched MTP row per request at a
  *      time, each from its own previous output.
  * k adapts per request to its recent acceptance, down to pausing the drafts
  * (and the MTP head) entirely, so that a head that never agrees costs almost
- * nothing. With more than spec_max_batch sequences running greedy requests
- * do not draft: on a CPU a batched step is bound by arithmetic, not by
- * reading weights, and verifying drafts makes it slower (measured: at 100%
- * acceptance and k=3 on the 0.8B shape, 1.59x alone, 1.39x at 2, 1.09x at
- * 4, 0.97x at 8). Sampling requests keep drafting: rejection sampling draws
- * other tokens than plain sampling (the same distribution), so whether they
- * speculate must not depend on who else runs, or a seed would not
- * reproduce its completion in another batch. Runs on the engine thread. */
+ * nothing. With more than spec_max_batch sequences running nobody drafts: on
+ * a CPU a batched step is bound by arithmetic, not by reading weights, and
+ * verifying drafts makes it slower (measured: at 100% acceptance and k=3 on
+ * the 0.8B shape, 1.59x alone, 1.39x at 2, 1.09x at 4, 0.97x at 8). Whether
+ * a request drafts never changes what it produces. Runs on the engine
+ * thread. */
 #include <stdio.h>
 #include <string.h>
 
@@ -75,27 +79,12 @@ static ds_status mtp_call(ds_engine *g, const ds_batch *b, req **reqs, int n) {
     return s;
 }
 
-static int32_t argmax(const float *p, int n) {
-    int32_t best = 0;
-    for (int i = 1; i < n; i++)
-        if (p[i] > p[best]) best = i;
-    return best;
-}
-
-static int greedy(const req *r) { return ds_sampler_is_greedy(&r->sampler); }
-
-/* Draws from max(p - q, 0), normalised; p is in sc->probs and is overwritten. */
-static int32_t draw_residual(ds_engine *g, req *r, const float *q) {
-    ds_sampler_scratch *sc = &g->scratch;
-    double sum = 0.0;
-    for (int i = 0; i < sc->n_vocab; i++) {
-        float d = sc->probs[i] - q[i];
-        sc->probs[i] = d > 0.0f ? d : 0.0f;
-        sum += sc->probs[i];
-    }
-    if (sum <= 0.0) return argmax(q, sc->n_vocab); /* p == q: cannot happen after a rejection; be total */
-    for (int i = 0; i < sc->n_vocab; i++) sc->probs[i] = (float)(sc->probs[i] / sum);
-    return ds_sampler_draw(&r->sampler, sc);
+/* The token r's sampler takes at position pos of r->tokens, from logits (the
+ * main model's or the head's), the tokens before pos seen by the penalties:
+ * one function for drafts and for the model's choices, so that a draft is
+ * kept exactly when it is the token plain decoding would have drawn there. */
+static int32_t choose(ds_engine *g, const req *r, const float *logits, int pos) {
+    return ds_sampler_sample(&r->sampler, logits, r->tokens + r->n_prompt, pos - r->n_prompt, pos, &g->scratch);
 }
 
 /* The k that gives the most tokens per unit of time at per-draft acceptance
@@ -140,27 +129,11 @@ int ds_spec_accept(ds_engine *g, req *r, const float *logits) {
     int a = 0;
     int32_t next = -1;
     for (int i = 0; i <= k; i++) {
-        /* the model's choice or distribution after the pending token and i drafts (penalties see them) */
-        const float *row = logits + (size_t)i * V;
-        const int32_t *hist = r->tokens + r->n_prompt;
-        int n_hist = base + i - r->n_prompt;
-        if (greedy(r)) {
-            int32_t t = ds_sampler_greedy(&r->sampler, row, hist, n_hist, &g->scratch);
-            if (i < k && t == r->drafts[i]) { a++; continue; }
-            next = t;
-            break;
-        }
-        ds_sampler_probs(&r->sampler, row, hist, n_hist, &g->scratch);
-        const float *p = g->scratch.probs;
-        if (i == k) {
-            next = ds_sampler_draw(&r->sampler, &g->scratch);
-            break;
-        }
-        int32_t d = r->drafts[i];
-        const float *q = r->q + (size_t)i * V;
-        double u = ds_sampler_uniform(&r->sampler);
-        if (q[d] > 0.0f && u * q[d] < p[d]) { a++; continue; }
-        next = draw_residual(g, r, q);
+        /* the model's choice after the pending token and i drafts, which sit at tokens[base..base+i)
+         * (penalties see them): the draft there is kept when it is that choice */
+        int32_t t = choose(g, r, logits + (size_t)i * V, base + i);
+        if (i < k && t == r->drafts[i]) { a++; continue; }
+        next = t;
         break;
     }
     if (g->hybrid) {
@@ -186,18 +159,10 @@ int ds_spec_accept(ds_engine *g, req *r, const float *logits) {
     return ds_engine_append(g, r, next, logits + (size_t)a * V);
 }
 
-/* Chooses draft j of r from the MTP logits; the draft is written past n_tokens so penalties see it. */
+/* Chooses draft j of r from the MTP logits, as the model would choose the token at that position
+ * (same sampler, same key); the draft is written past n_tokens so penalties see it. */
 static void choose_draft(ds_engine *g, req *r, int j, const float *mtp_logits) {
-    const int32_t *hist = r->tokens + r->n_prompt;
-    int n_hist = r->n_tokens + j - r->n_prompt;
-    int32_t d;
-    if (greedy(r)) {
-        d = ds_sampler_greedy(&r->sampler, mtp_logits, hist, n_hist, &g->scratch);
-    } else {
-        ds_sampler_probs(&r->sampler, mtp_logits, hist, n_hist, &g->scratch);
-        memcpy(r->q + (size_t)j * g->cfg->n_vocab, g->scratch.probs, (size_t)g->cfg->n_vocab * sizeof(float));
-        d = ds_sampler_draw(&r->sampler, &g->scratch);
-    }
+    int32_t d = choose(g, r, mtp_logits, r->n_tokens + j);
     r->drafts[j] = d;
     r->tokens[r->n_tokens + j] = d;
     r->n_drafts = j + 1;
@@ -215,7 +180,7 @@ void ds_spec_draft(ds_engine *g, req **reqs, int n) {
             r->k = 1;
             r->acc_hits = r->acc_trials = 0.0f;
         }
-        if (r->k == 0 || (!greedy(r) && !r->q) || !ds_engine_may_speculate(r) || (crowded && greedy(r))) continue;
+        if (r->k == 0 || !ds_engine_may_speculate(r) || crowded) continue;
         int first = r->step_first_pos, last = r->n_computed; /* positions [first, last) */
         if (last <= first || last >= r->n_tokens) continue;
         g->mtp_seqs[n_seqs] = (ds_batch_seq){.mode = DS_SEQ_PREFILL, .pages = r->pages, .n_pages = r->n_pages};

@@ -22,6 +22,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 #include <sys/socket.h>
 #include <time.h>
 
@@ -541,6 +542,17 @@ static int render_prompt(ds_server *s, const ds_oai_request *r, char **text, siz
     return 0;
 }
 
+/* A seed for a request that did not give one: from the kernel's generator, or,
+ * should that fail, the clock and a counter, which still differ per request. */
+static uint64_t fresh_seed(void) {
+    uint64_t x;
+    if (getrandom(&x, sizeof x, GRND_NONBLOCK) == (ssize_t)sizeof x) return x;
+    static _Atomic uint64_t n;
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return ((uint64_t)ts.tv_sec << 32) ^ (uint64_t)ts.tv_nsec ^ (atomic_fetch_add(&n, 1) * 0x9E3779B97F4A7C15ull);
+}
+
 ds_completion *ds_completion_start(ds_server *s, ds_oai_request *req, int fd, ds_http_error *err) {
     memset(err, 0, sizeof *err);
     ds_completion *c = calloc(1, sizeof *c);
@@ -643,6 +655,7 @@ ds_completion *ds_completion_start(ds_server *s, ds_oai_request *req, int fd, ds
     }
     free(text);
     text = NULL;
+    uint64_t seed = c->req.seed_given ? 0 : fresh_seed();
     for (int i = 0; i < c->n; i++) {
         choice *h = &c->ch[i];
         ds_request_params rp = {.prompt = toks.ids, .n_prompt = (int)toks.n, .sampling = c->req.sampling,
@@ -651,8 +664,10 @@ ds_completion *ds_completion_start(ds_server *s, ds_oai_request *req, int fd, ds
                                 .ignore_eos = c->req.ignore_eos, .on_event = on_event, .user = h};
         if (h->has_call) rp.filter = ds_tool_constraint_filter, rp.filter_user = &h->call;
         if (h->has_json) rp.filter = ds_json_constraint_filter, rp.filter_user = &h->json;
-        if (c->req.seed_given) rp.sampling.seed = c->req.sampling.seed + (uint64_t)i;
-        else rp.sampling.seed = ((uint64_t)time(NULL) << 20) ^ (uint64_t)(uintptr_t)h ^ (uint64_t)i;
+        /* the choices of one request share its seed (drawn here when the client gave none) and
+         * differ by their index, which the sampler keys every draw with */
+        rp.sampling.seed = c->req.seed_given ? c->req.sampling.seed : seed;
+        rp.sampling.choice = (uint32_t)i;
         /* the fault hook decides at submission, so the engine (not this thread, which may lag
          * behind it) picks the call that fails */
         unsigned long long nreq = atomic_fetch_add(&s->n_requests, 1) + 1;

@@ -4,8 +4,9 @@
 # openai client plus raw HTTP) against them in these modes: main, queue (429),
 # fault (engine failures), fault-phase (one request of a busy batch fails in a
 # prefill, decode or verify step), fault-draft (a failed MTP draft call is
-# counted, not fatal), drain (SIGTERM), drain-timeout and drain-again
-# (a second SIGTERM). Prints ok/FAIL lines and
+# counted, not fatal), seed (seeded answers reproduce, with and without
+# speculation), drain (SIGTERM), drain-timeout and drain-again (a second
+# SIGTERM). Prints ok/FAIL lines and
 # "RESULT passed=N failed=M". Env: DS_BIN, DS_TMP, DS_ROOT (tests/run.sh).
 set -u
 : "${DS_BIN:?}" "${DS_TMP:?}" "${DS_ROOT:?}"
@@ -176,6 +177,23 @@ if DS_FAULT_EVERY=1 DS_FAULT_PHASE=draft start fault-draft; then
     grep -q 'MTP draft call failed' "$DS_TMP/server-fault-draft.log" && ok "fault-draft: the failure is logged" ||
         bad "fault-draft: the failure is logged" "$(tail -n 3 "$DS_TMP/server-fault-draft.log")"
     stop fault-draft
+fi
+# a seed reproduces its answer with speculation (the defaults), alone and among 16 others, and it
+# is the answer of a server that does not speculate; the head of this model agrees with it often
+# enough for drafts to be accepted
+agree_model="$DS_TMP/tiny-agree.gguf"
+[ -f "$agree_model" ] || "$DS_BIN" make-model --shape tiny --mtp-agree 0.7 --out "$agree_model" >/dev/null 2>&1 ||
+    bad "make-model --mtp-agree" "failed"
+for spec in 3 0; do
+    if model="$agree_model" start "seed-$spec" --spec-tokens "$spec"; then
+        DS_SEED_SPEC=$spec DS_SEED_OUT="$DS_TMP/seed-answers-$spec.json" suite seed
+        stop "seed-$spec"
+    fi
+done
+if [ -s "$DS_TMP/seed-answers-3.json" ] && cmp -s "$DS_TMP/seed-answers-3.json" "$DS_TMP/seed-answers-0.json"; then
+    ok "seed: the same answers with and without speculation"
+else
+    bad "seed: the same answers with and without speculation" "$(head -c 300 "$DS_TMP/seed-answers-3.json" 2>/dev/null) vs $(head -c 300 "$DS_TMP/seed-answers-0.json" 2>/dev/null)"
 fi
 if start drain; then
     suite drain

@@ -6,7 +6,8 @@
 //      DS_FAULT_PHASE=$DS_FAULT_PHASE: requests 3 and 6 fail in a prefill, decode or verify step
 //      while other requests run), "fault-draft" (DS_FAULT_EVERY=1 DS_FAULT_PHASE=draft: each
 //      request's first MTP draft call fails, which fails no request but shows in /metrics),
-//      "drain-timeout" and "drain-again" (SIGTERM past --drain-timeout, a second SIGTERM during the drain).
+//      "drain-timeout" and "drain-again" (SIGTERM past --drain-timeout, a second SIGTERM during the drain),
+//      "seed" (seeded answers reproduce; DS_SEED_SPEC, DS_SEED_OUT).
 // Prints "ok NAME" / "FAIL NAME: why" lines and "RESULT passed=N failed=M".
 import OpenAI from 'openai';
 import http from 'node:http';
@@ -744,6 +745,67 @@ async function drainAgainSuite() {
   });
 }
 
+// Seeded answers reproduce with speculation on (the server's defaults): one chat and one
+// completions body, each 8 times in a row, then again while 16 other requests run; n = 2 keys
+// its choices apart. DS_SEED_OUT gets the answers, for test_server.sh to compare with those of
+// a server that does not speculate (DS_SEED_SPEC=0 there: no drafts expected).
+async function seedSuite() {
+  const speculates = process.env.DS_SEED_SPEC !== '0';
+  const chat = { model: MODEL, messages: [{ role: 'user', content: 'Tell me a story about a seed.' }], seed: 11,
+    temperature: 0.8, max_tokens: 60, ignore_eos: true };
+  const comp = { model: MODEL, prompt: 'once upon a time', seed: 9, temperature: 0.8, max_tokens: 60, ignore_eos: true };
+  const ask = async (kind, extra = {}) => {
+    const r = await raw('POST', kind === 'chat' ? '/v1/chat/completions' : '/v1/completions',
+      { ...(kind === 'chat' ? chat : comp), ...extra }, auth);
+    check(r.status === 200, `${kind}: HTTP ${r.status} ${r.body.slice(0, 200)}`);
+    const j = JSON.parse(r.body);
+    return j.choices.sort((a, b) => a.index - b.index)
+      .map((c) => (kind === 'chat' ? (c.message.reasoning_content || '') + (c.message.content || '') : c.text));
+  };
+  const answers = {};
+  const before = await metrics();
+  for (const kind of ['chat', 'completions']) {
+    await t(`seed: a ${kind} answer 8 times in a row`, async () => {
+      const got = [];
+      for (let i = 0; i < 8; i++) got.push((await ask(kind))[0]);
+      check(got[0].length > 0, 'empty answer');
+      check(got.every((g) => g === got[0]), `answers differ: pattern ${got.map((g) => got.indexOf(g)).join(',')}`);
+      answers[kind] = got[0];
+    });
+  }
+  await t(`seed: speculation ${speculates ? 'drafted and accepted' : 'is off'}`, async () => {
+    const m = await metrics();
+    const drafted = m['deltaserve:spec_decode_num_draft_tokens_total'] - before['deltaserve:spec_decode_num_draft_tokens_total'];
+    const accepted = m['deltaserve:spec_decode_num_accepted_tokens_total'] - before['deltaserve:spec_decode_num_accepted_tokens_total'];
+    if (speculates) check(drafted > 0 && accepted > 0, `drafted ${drafted}, accepted ${accepted}`);
+    else check(drafted === 0, `drafted ${drafted}`);
+  });
+  await t('seed: the same answers while 16 other requests run', async () => {
+    for (let round = 0; round < 2; round++) {
+      const others = [];
+      for (let i = 0; i < 16; i++)
+        others.push(raw('POST', '/v1/completions', { model: MODEL, prompt: `other request ${i} `.repeat(1 + i % 5),
+          max_tokens: 40, ignore_eos: true, temperature: i % 3 ? 0.9 : 0, seed: 100 * round + i }, auth));
+      await sleep(5 * round); // the second round joins a batch that is already decoding
+      const [c, p] = await Promise.all([ask('chat'), ask('completions')]);
+      const rs = await Promise.all(others);
+      check(rs.every((r) => r.status === 200), 'another request failed');
+      check(c[0] === answers.chat, `round ${round}: chat ${JSON.stringify(c[0].slice(0, 40))} vs ${JSON.stringify(answers.chat.slice(0, 40))}`);
+      check(p[0] === answers.completions, `round ${round}: completions differ`);
+    }
+  });
+  await t('seed: n = 2 keys each choice by its index', async () => {
+    const a = await ask('completions', { n: 2 }), b = await ask('completions', { n: 2 });
+    check(a[0] === answers.completions, 'choice 0 is not the n = 1 answer');
+    check(a[1] !== a[0], 'both choices drew the same tokens');
+    check(a[0] === b[0] && a[1] === b[1], 'n = 2 does not reproduce');
+    const shifted = await ask('completions', { seed: comp.seed + 1 });
+    check(shifted[0] !== a[1], 'choice 1 is the next seed\'s choice 0');
+    answers.n2 = a;
+  });
+  if (process.env.DS_SEED_OUT) (await import('node:fs')).writeFileSync(process.env.DS_SEED_OUT, JSON.stringify(answers));
+}
+
 if (MODE === 'main') { await mainSuite(); await outcomesAddUp('metrics: started = success + aborts + rejected + failed'); }
 else if (MODE === 'queue') { await queueSuite(); await outcomesAddUp('metrics: outcomes add up after 429s'); }
 else if (MODE === 'fault') { await faultSuite(); await outcomesAddUp('metrics: outcomes add up after engine failures'); }
@@ -751,5 +813,6 @@ else if (MODE === 'drain') await drainSuite();
 else if (MODE === 'drain-timeout') await drainTimeoutSuite();
 else if (MODE === 'fault-draft') { await faultDraftSuite(); await outcomesAddUp('metrics: outcomes add up after a failed draft'); }
 else if (MODE === 'drain-again') await drainAgainSuite();
+else if (MODE === 'seed') await seedSuite();
 else if (MODE === 'fault-phase') { await faultPhaseSuite(); await outcomesAddUp('metrics: outcomes add up after faults in a busy batch'); }
 console.log(`RESULT passed=${passed} failed=${failed}`);

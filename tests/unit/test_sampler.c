@@ -25,13 +25,13 @@ static void test_greedy_is_argmax(void) {
     p.temperature = 0;
     ds_sampler s;
     ds_sampler_init(&s, &p);
-    for (int i = 0; i < 10; i++) CHECK(ds_sampler_sample(&s, l, NULL, 0, &sc) == 13, "greedy");
+    for (int i = 0; i < 10; i++) CHECK(ds_sampler_sample(&s, l, NULL, 0, 0, &sc) == 13, "greedy");
     l[40] = 3.0f; /* a tie goes to the lower id */
-    CHECK(ds_sampler_sample(&s, l, NULL, 0, &sc) == 13, "tie");
+    CHECK(ds_sampler_sample(&s, l, NULL, 0, 0, &sc) == 13, "tie");
     p.temperature = 1.0f;
     p.top_k = 1;
     ds_sampler_init(&s, &p);
-    CHECK(ds_sampler_sample(&s, l, NULL, 0, &sc) == 13, "top_k 1");
+    CHECK(ds_sampler_sample(&s, l, NULL, 0, 0, &sc) == 13, "top_k 1");
     ds_sampler_scratch_free(&sc);
 }
 
@@ -50,9 +50,9 @@ static void test_seed_reproduces(void) {
     ds_sampler_init(&c, &p);
     int same = 1, differs = 0;
     for (int i = 0; i < 200; i++) {
-        int32_t x = ds_sampler_sample(&a, l, NULL, 0, &sc), y = ds_sampler_sample(&b, l, NULL, 0, &sc);
+        int32_t x = ds_sampler_sample(&a, l, NULL, 0, i, &sc), y = ds_sampler_sample(&b, l, NULL, 0, i, &sc);
         same &= x == y;
-        differs |= x != ds_sampler_sample(&c, l, NULL, 0, &sc);
+        differs |= x != ds_sampler_sample(&c, l, NULL, 0, i, &sc);
     }
     CHECK(same, "same seed, same tokens");
     CHECK(differs, "another seed, other tokens");
@@ -74,7 +74,7 @@ static void test_distribution_matches_softmax(void) {
     double want[V], sum = 0;
     for (int i = 0; i < V; i++) sum += want[i] = exp(l[i] / 0.7);
     int counts[V] = {0}, N = 200000;
-    for (int i = 0; i < N; i++) counts[ds_sampler_sample(&s, l, NULL, 0, &sc)]++;
+    for (int i = 0; i < N; i++) counts[ds_sampler_sample(&s, l, NULL, 0, i, &sc)]++;
     double chi2 = 0;
     for (int i = 0; i < V; i++) {
         double e = want[i] / sum * N;
@@ -139,18 +139,105 @@ static void test_penalties(void) {
     ds_sampler s;
     ds_sampler_init(&s, &p);
     int32_t hist[] = {13};
-    CHECK(ds_sampler_sample(&s, l, hist, 1, &sc) == 20, "presence penalty");
+    CHECK(ds_sampler_sample(&s, l, hist, 1, 0, &sc) == 20, "presence penalty");
     p.presence_penalty = 0;
     p.frequency_penalty = 0.3f; /* 13 seen twice: 3.0 - 0.6 */
     ds_sampler_init(&s, &p);
     int32_t hist2[] = {13, 13};
-    CHECK(ds_sampler_sample(&s, l, hist2, 2, &sc) == 20, "frequency penalty");
-    CHECK(ds_sampler_sample(&s, l, hist, 1, &sc) == 13, "frequency penalty once: 2.7 > 2.5");
+    CHECK(ds_sampler_sample(&s, l, hist2, 2, 0, &sc) == 20, "frequency penalty");
+    CHECK(ds_sampler_sample(&s, l, hist, 1, 0, &sc) == 13, "frequency penalty once: 2.7 > 2.5");
     p.frequency_penalty = 0;
     p.repetition_penalty = 1.3f; /* 3.0 / 1.3 = 2.31 */
     ds_sampler_init(&s, &p);
-    CHECK(ds_sampler_sample(&s, l, hist, 1, &sc) == 20, "repetition penalty");
-    CHECK(ds_sampler_sample(&s, l, NULL, 0, &sc) == 13, "no history, no penalty");
+    CHECK(ds_sampler_sample(&s, l, hist, 1, 0, &sc) == 20, "repetition penalty");
+    CHECK(ds_sampler_sample(&s, l, NULL, 0, 0, &sc) == 13, "no history, no penalty");
+    ds_sampler_scratch_free(&sc);
+}
+
+/* A draw is a function of (seed, choice, position) and the distribution: the order of the calls
+ * and what was drawn before do not matter, and the choice index is a key of its own (choice 1 of
+ * seed s is not choice 0 of seed s + 1). */
+static void test_draws_are_keyed(void) {
+    ds_sampler_scratch sc;
+    REQUIRE(ds_sampler_scratch_init(&sc, V) == 0, "scratch");
+    float l[V];
+    fill(l);
+    ds_sampling_params p;
+    ds_sampling_defaults(&p);
+    p.temperature = 2.0f;
+    p.seed = 42;
+    ds_sampler a, b, c, d;
+    ds_sampler_init(&a, &p);
+    ds_sampler_init(&b, &p);
+    p.choice = 1;
+    ds_sampler_init(&c, &p);
+    p.seed = 43;
+    p.choice = 0;
+    ds_sampler_init(&d, &p);
+    int32_t fwd[100];
+    for (int i = 0; i < 100; i++) fwd[i] = ds_sampler_sample(&a, l, NULL, 0, i, &sc);
+    int same = 1, same_choice = 0, same_shift = 0;
+    for (int i = 99; i >= 0; i--) { /* backwards, with draws at other positions in between */
+        (void)ds_sampler_sample(&b, l, NULL, 0, 1000 + i, &sc);
+        same &= ds_sampler_sample(&b, l, NULL, 0, i, &sc) == fwd[i];
+        same_choice += ds_sampler_sample(&c, l, NULL, 0, i, &sc) == fwd[i];
+        same_shift += ds_sampler_sample(&c, l, NULL, 0, i, &sc) == ds_sampler_sample(&d, l, NULL, 0, i, &sc);
+    }
+    CHECK(same, "the same key drew another token");
+    CHECK(same_choice < 40, "choice 1 drew choice 0's token at %d of 100 positions", same_choice);
+    CHECK(same_shift < 40, "choice 1 of seed 42 drew choice 0 of seed 43's token at %d of 100 positions", same_shift);
+    ds_sampler_scratch_free(&sc);
+}
+
+/* Drafts and the model's choices are drawn with the same key from two distributions p and q:
+ * each draw is distributed as its own distribution (chi-square, also after top-k), and they
+ * agree at least o / (2 - o) of the time, o = sum(min(p, q)) (rejection sampling's acceptance). */
+static void test_coupled_draws(void) {
+    ds_sampler_scratch sc;
+    REQUIRE(ds_sampler_scratch_init(&sc, V) == 0, "scratch");
+    float lp[V], lq[V];
+    fill(lp);
+    for (int i = 0; i < V; i++) lq[i] = lp[i] + 0.6f * sinf((float)i * 1.7f);
+    for (int top_k = 0; top_k <= 6; top_k += 6) {
+        ds_sampling_params sp;
+        ds_sampling_defaults(&sp);
+        sp.temperature = 0.8f;
+        sp.top_k = top_k;
+        sp.seed = 7;
+        ds_sampler s;
+        ds_sampler_init(&s, &sp);
+        static float p[V], q[V];
+        ds_sampler_probs(&s, lp, NULL, 0, &sc);
+        memcpy(p, sc.probs, sizeof p);
+        ds_sampler_probs(&s, lq, NULL, 0, &sc);
+        memcpy(q, sc.probs, sizeof q);
+        double overlap = 0;
+        for (int i = 0; i < V; i++) overlap += p[i] < q[i] ? p[i] : q[i];
+        int N = 100000, agree = 0, counts[V] = {0};
+        for (int i = 0; i < N; i++) {
+            memcpy(sc.probs, q, sizeof q);
+            int32_t d = ds_sampler_draw(&s, &sc, i);
+            memcpy(sc.probs, p, sizeof p);
+            int32_t t = ds_sampler_draw(&s, &sc, i);
+            counts[t]++;
+            agree += d == t;
+        }
+        double chi2 = 0;
+        int dof = -1;
+        for (int i = 0; i < V; i++) {
+            if (p[i] == 0) { CHECK(counts[i] == 0, "top_k %d: token %d has no mass but was drawn", top_k, i); continue; }
+            double e = p[i] * N;
+            chi2 += (counts[i] - e) * (counts[i] - e) / e;
+            dof++;
+        }
+        double z = 3.72, crit = dof * pow(1 - 2.0 / (9 * dof) + z * sqrt(2.0 / (9 * dof)), 3); /* 99.99% */
+        double rate = (double)agree / N, bound = overlap / (2 - overlap);
+        printf("     top_k %d: chi-square %.1f (%d dof, 99.99%% point %.1f); draws agree %.3f, overlap %.3f, bound %.3f\n",
+               top_k, chi2, dof, crit, rate, overlap, bound);
+        CHECK(chi2 < crit, "top_k %d: the draws are not distributed as p (chi-square %.1f)", top_k, chi2);
+        CHECK(rate > bound - 0.01 && rate <= overlap + 0.01, "top_k %d: agreement %.3f outside [%.3f, %.3f]", top_k, rate,
+              bound, overlap);
+    }
     ds_sampler_scratch_free(&sc);
 }
 
@@ -166,6 +253,8 @@ int main(void) {
     RUN(test_distribution_matches_softmax);
     RUN(test_truncations);
     RUN(test_penalties);
+    RUN(test_draws_are_keyed);
+    RUN(test_coupled_draws);
     RUN(test_log_softmax);
     return ds_test_finish();
 }

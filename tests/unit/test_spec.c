@@ -5,8 +5,12 @@
  *   - every accepted length 0..k occurs, and the step after each continues
  *     exactly (the logprobs of every token equal the plain run's);
  *   - sampling: the distribution of sampled tokens with speculation matches
- *     the one without (chi-square over many seeds);
- *   - adaptive k: a head that never agrees stops drafting. */
+ *     the one without (chi-square over many seeds), and with a seed the
+ *     tokens are plain sampling's own, for k = 1, 2, 3, 8, heads agreeing
+ *     ~100%, ~50% and 0%, alone, 16 at a time, under preemption, with 1 or
+ *     2 threads, and repeated on one engine whose prefix cache is warm;
+ *   - adaptive k: a head that never agrees stops drafting; over the batch
+ *     limit nobody drafts. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -39,7 +43,7 @@ static void on_event(const ds_event *ev, void *user) {
 
 typedef struct { ds_model_file *f; ds_model *m; } loaded;
 
-static int load(float agree, loaded *l) {
+static int load_threads(float agree, int n_threads, loaded *l) {
     char path[512];
     snprintf(path, sizeof path, "%s/agree%.0f.gguf", tmpdir, agree * 100);
     if (access(path, R_OK) != 0) {
@@ -49,10 +53,12 @@ static int load(float agree, loaded *l) {
         if (ds_make_model(&o, &e)) { printf("make: %s\n", e.msg); return -1; }
     }
     ds_err e = {0};
-    ds_model_params mp = {.max_batch_tokens = 512};
+    ds_model_params mp = {.max_batch_tokens = 512, .n_threads = n_threads};
     if (ds_model_open(path, &l->f, &e) || ds_model_new(l->f, &mp, &l->m, &e)) { printf("%s\n", e.msg); return -1; }
     return 0;
 }
+
+static int load(float agree, loaded *l) { return load_threads(agree, 0, l); }
 
 static void unload(loaded *l) { ds_model_free(l->m); ds_model_close(l->f); }
 
@@ -70,17 +76,11 @@ static void make_prompts(int n) {
 /* spec_max_batch: 0 lets every running sequence draft (so that concurrent runs exercise verify) */
 static int spec_max_batch;
 
-static int run(ds_model *m, int spec, int max_running, int n, const ds_sampling_params *sp, int vary_seed, outs *o,
-               ds_engine_stats *st) {
-    ds_engine_params ep;
-    ds_engine_defaults(&ep);
-    ep.spec_tokens = spec;
-    ep.max_running = max_running;
-    ep.spec_max_batch = spec_max_batch;
-    ep.step_tokens = 512;
+static int run_ep(ds_model *m, const ds_engine_params *ep, int n, const ds_sampling_params *sp, int vary_seed, outs *o,
+                  ds_engine_stats *st) {
     ds_engine *eng;
     ds_err e = {0};
-    if (ds_engine_new(m, &ep, &eng, &e)) { printf("engine: %s\n", e.msg); return -1; }
+    if (ds_engine_new(m, ep, &eng, &e)) { printf("engine: %s\n", e.msg); return -1; }
     memset(o, 0, sizeof *o);
     for (int r = 0; r < n; r++) {
         ctxs[r] = (ctx){o, r};
@@ -93,6 +93,21 @@ static int run(ds_model *m, int spec, int max_running, int n, const ds_sampling_
     ds_engine_stats_get(eng, st);
     ds_engine_free(eng);
     return 0;
+}
+
+static void engine_params(ds_engine_params *ep, int spec, int max_running) {
+    ds_engine_defaults(ep);
+    ep->spec_tokens = spec;
+    ep->max_running = max_running;
+    ep->spec_max_batch = spec_max_batch;
+    ep->step_tokens = 512;
+}
+
+static int run(ds_model *m, int spec, int max_running, int n, const ds_sampling_params *sp, int vary_seed, outs *o,
+               ds_engine_stats *st) {
+    ds_engine_params ep;
+    engine_params(&ep, spec, max_running);
+    return run_ep(m, &ep, n, sp, vary_seed, o, st);
 }
 
 static outs A, B;
@@ -138,36 +153,166 @@ static void test_greedy_identical_100(void) { greedy_case(1.0f); }
 static void test_greedy_identical_50(void) { greedy_case(0.5f); }
 static void test_greedy_identical_0(void) { greedy_case(0.0f); }
 
-/* Over spec_max_batch running sequences greedy requests do not draft; at or under it they do;
- * outputs the same. Sampling requests draft regardless, so that their seeded outputs do not
- * depend on the batch (rejection sampling draws other tokens than plain sampling). */
+/* Over spec_max_batch running sequences no request drafts, greedy or sampled; at or under it
+ * they do; outputs the same (a seeded draw does not depend on whether a draft was made). */
 static void test_no_drafts_over_the_batch_limit(void) {
     loaded l;
     REQUIRE(load(1.0f, &l) == 0, "load");
     make_prompts(8);
+    for (int sampled = 0; sampled < 2; sampled++) {
+        ds_sampling_params sp;
+        ds_sampling_defaults(&sp);
+        if (sampled) sp.temperature = 1.5f, sp.seed = 3;
+        else sp.temperature = 0;
+        const char *what = sampled ? "sampled" : "greedy";
+        ds_engine_stats s_lim, s_free, s_under;
+        spec_max_batch = 4;
+        REQUIRE(run(l.m, 3, 8, 8, &sp, sampled, &A, &s_lim) == 0, "limited");
+        REQUIRE(run(l.m, 3, 4, 4, &sp, sampled, &B, &s_under) == 0, "under the limit");
+        spec_max_batch = 0;
+        REQUIRE(run(l.m, 3, 8, 8, &sp, sampled, &B, &s_free) == 0, "no limit");
+        CHECK(s_lim.spec_drafted == 0, "%s: 8 running over a limit of 4: %lld drafts", what, (long long)s_lim.spec_drafted);
+        CHECK(s_under.spec_drafted > 0 && s_free.spec_drafted > 0, "%s: 4 running (limit 4): %lld drafts; no limit: %lld",
+              what, (long long)s_under.spec_drafted, (long long)s_free.spec_drafted);
+        CHECK(!memcmp(A.tok, B.tok, 8 * sizeof A.tok[0]), "%s: outputs differ with and without the limit", what);
+    }
+    unload(&l);
+}
+
+static int count_same(int n, int tokens_only) {
+    int same = 0;
+    for (int r = 0; r < n; r++)
+        same += A.n[r] == GEN && B.n[r] == GEN && !memcmp(A.tok[r], B.tok[r], sizeof A.tok[r]) &&
+                (tokens_only || !memcmp(A.lp[r], B.lp[r], sizeof A.lp[r]));
+    return same;
+}
+
+/* Seeded sampling: the tokens with speculation are plain sampling's, token for token, for every
+ * k, whatever the head's agreement (all, some or no drafts accepted), alone and 16 at a time,
+ * and when the pages run out and requests are preempted and recomputed. */
+static void seeded_case(float agree) {
+    loaded l;
+    REQUIRE(load(agree, &l) == 0, "load");
+    int n = ds_test_scaled(40);
+    make_prompts(n);
+    ds_sampling_params sp, gp;
+    ds_sampling_defaults(&sp);
+    sp.temperature = 1.5f; /* the made models are sharp: at 0.8 most tokens are the argmax */
+    sp.top_p = 0.98f;
+    ds_sampling_defaults(&gp);
+    gp.temperature = 0;
+    ds_engine_stats s0, s;
+    spec_max_batch = 0; /* every running sequence drafts */
+    REQUIRE(run(l.m, 0, 16, n, &gp, 0, &A, &s0) == 0, "greedy");
+    REQUIRE(run(l.m, 0, 16, n, &sp, 11, &B, &s0) == 0, "plain");
+    int not_greedy = n - count_same(n, 1);
+    CHECK(not_greedy >= n / 2, "only %d of %d sampled requests differ from greedy: the test would test little",
+          not_greedy, n);
+    A = B;
+    static const int ks[] = {1, 2, 3, 8};
+    for (int ki = 0; ki < 4; ki++)
+        for (int conc = 0; conc < 2; conc++) {
+            if (!conc && ks[ki] != 3) continue; /* alone: one k is enough, the batch does not matter */
+            REQUIRE(run(l.m, ks[ki], conc ? 16 : 1, n, &sp, 11, &B, &s) == 0, "speculative");
+            int same = count_same(n, 0);
+            printf("     agree %.0f%% k=%d %s: %d/%d identical; drafted %lld accepted %lld; accepted lengths "
+                   "0:%lld 1:%lld 2:%lld 3:%lld\n", agree * 100, ks[ki], conc ? "16 concurrent" : "alone", same, n,
+                   (long long)s.spec_drafted, (long long)s.spec_accepted, (long long)s.spec_accept_hist[0],
+                   (long long)s.spec_accept_hist[1], (long long)s.spec_accept_hist[2], (long long)s.spec_accept_hist[3]);
+            CHECK(same == n, "agree %.0f%%, k=%d, %s: %d of %d seeded requests differ from plain sampling", agree * 100,
+                  ks[ki], conc ? "concurrent" : "alone", n - same, n);
+            CHECK(s.spec_drafted > 0, "nothing was drafted");
+            if (agree >= 0.99f) CHECK(s.spec_accepted > s.spec_drafted / 2, "a head that agrees is rarely accepted");
+        }
+    /* preemption: 8 pages of 16 positions for 16 requests of up to 31 tokens plus drafts */
+    ds_engine_params ep;
+    engine_params(&ep, 3, 16);
+    ep.prefix_cache = 0;
+    ep.kv_bytes = (size_t)8 * 16 * 2 * 64 * 2 * 4;
+    REQUIRE(run_ep(l.m, &ep, n, &sp, 11, &B, &s) == 0, "preempted");
+    int same = count_same(n, 0);
+    printf("     agree %.0f%% k=3 preempted %lld times: %d/%d identical\n", agree * 100, (long long)s.preemptions,
+           same, n);
+    CHECK(s.preemptions > 0, "the budget was meant to force preemption");
+    CHECK(same == n, "agree %.0f%%: %d of %d seeded requests changed under preemption", agree * 100, n - same, n);
+    unload(&l);
+}
+
+static void test_seeded_identical_100(void) { seeded_case(1.0f); }
+static void test_seeded_identical_50(void) { seeded_case(0.5f); }
+static void test_seeded_identical_0(void) { seeded_case(0.0f); }
+
+/* Seeded sampling with speculation: 1 and 2 compute threads give the same tokens. */
+static void test_seeded_threads(void) {
+    loaded l1, l2;
+    REQUIRE(load_threads(0.5f, 1, &l1) == 0, "load");
+    if (load_threads(0.5f, 2, &l2) != 0) {
+        unload(&l1);
+        REQUIRE(0, "load with 2 threads");
+    }
+    int n = ds_test_scaled(40);
+    make_prompts(n);
     ds_sampling_params sp;
     ds_sampling_defaults(&sp);
-    sp.temperature = 0;
-    ds_engine_stats s_lim, s_free, s_under;
-    spec_max_batch = 4;
-    REQUIRE(run(l.m, 3, 8, 8, &sp, 0, &A, &s_lim) == 0, "limited");
-    REQUIRE(run(l.m, 3, 4, 4, &sp, 0, &B, &s_under) == 0, "under the limit");
+    sp.temperature = 1.5f;
+    ds_engine_stats s1, s2;
     spec_max_batch = 0;
-    REQUIRE(run(l.m, 3, 8, 8, &sp, 0, &B, &s_free) == 0, "no limit");
-    CHECK(s_lim.spec_drafted == 0, "8 running over a limit of 4: %lld drafts", (long long)s_lim.spec_drafted);
-    CHECK(s_under.spec_drafted > 0 && s_free.spec_drafted > 0, "4 running (limit 4): %lld drafts; no limit: %lld",
-          (long long)s_under.spec_drafted, (long long)s_free.spec_drafted);
-    CHECK(!memcmp(A.tok, B.tok, 8 * sizeof A.tok[0]), "outputs differ with and without the limit");
+    int ok = run(l1.m, 3, 16, n, &sp, 5, &A, &s1) == 0 && run(l2.m, 3, 16, n, &sp, 5, &B, &s2) == 0;
+    unload(&l1);
+    unload(&l2);
+    REQUIRE(ok, "runs");
+    int same = count_same(n, 0);
+    CHECK(s1.spec_accepted > 0 && s2.spec_accepted > 0, "nothing was accepted");
+    CHECK(same == n, "%d of %d seeded requests differ between 1 and 2 threads", n - same, n);
+}
+
+/* One engine, its prefix cache warm from the earlier runs: the same seeded request 8 times
+ * alone, then 8 times while 16 others (other prompts and seeds) run, gives one answer. */
+static void test_seed_repeats_on_one_engine(void) {
+    loaded l;
+    REQUIRE(load(0.5f, &l) == 0, "load");
+    ds_engine_params ep;
+    spec_max_batch = 0;
+    engine_params(&ep, 3, 17);
+    ds_engine *eng;
+    ds_err e = {0};
+    if (ds_engine_new(l.m, &ep, &eng, &e)) { unload(&l); REQUIRE(0, "engine: %s", e.msg); }
+    static int32_t prompt[100];
+    for (int i = 0; i < 100; i++) prompt[i] = (int32_t)((i * 7919 + 13) % 1000);
+    make_prompts(16);
+    ds_sampling_params sp;
     ds_sampling_defaults(&sp);
-    sp.seed = 3;
-    spec_max_batch = 4;
-    REQUIRE(run(l.m, 3, 8, 8, &sp, 1, &A, &s_lim) == 0, "sampled, limited");
-    spec_max_batch = 0;
-    REQUIRE(run(l.m, 3, 8, 8, &sp, 1, &B, &s_free) == 0, "sampled, no limit");
-    CHECK(s_lim.spec_drafted > 0 && !memcmp(A.tok, B.tok, 8 * sizeof A.tok[0]),
-          "sampled requests over the limit: %lld drafts, outputs %s", (long long)s_lim.spec_drafted,
-          memcmp(A.tok, B.tok, 8 * sizeof A.tok[0]) ? "differ" : "same");
+    sp.temperature = 0.8f;
+    sp.seed = 11;
+    static outs O;
+    memset(&O, 0, sizeof O);
+    int n_runs = 16;
+    for (int run_i = 0; run_i < n_runs; run_i++) {
+        ctxs[run_i] = (ctx){&O, run_i};
+        ds_request_params rp = {.prompt = prompt, .n_prompt = 90, .max_tokens = GEN, .ignore_eos = 1,
+                                .want_logprob = 1, .sampling = sp, .on_event = on_event, .user = &ctxs[run_i]};
+        REQUIRE(ds_engine_submit(eng, &rp, &e), "submit: %s", e.msg);
+        if (run_i >= n_runs / 2) /* the others */
+            for (int r = 0; r < 16; r++) {
+                ctxs[100 + r] = (ctx){&O, 100 + r};
+                ds_request_params o = {.prompt = prompts[r], .n_prompt = plen[r], .max_tokens = GEN, .ignore_eos = 1,
+                                       .sampling = sp, .on_event = on_event, .user = &ctxs[100 + r]};
+                o.sampling.seed = (uint64_t)(run_i * 16 + r);
+                REQUIRE(ds_engine_submit(eng, &o, &e), "submit: %s", e.msg);
+            }
+        while (ds_engine_step(eng)) {}
+    }
+    ds_engine_stats st;
+    ds_engine_stats_get(eng, &st);
+    ds_engine_free(eng);
     unload(&l);
+    int same = 0;
+    for (int i = 0; i < n_runs; i++) same += O.n[i] == GEN && !memcmp(O.tok[i], O.tok[0], sizeof O.tok[0]);
+    printf("     %d/%d identical; drafted %lld accepted %lld; prefix cache hits %lld of %lld tokens\n", same, n_runs,
+           (long long)st.spec_drafted, (long long)st.spec_accepted, (long long)st.prefix_hit_tokens,
+           (long long)st.prefix_query_tokens);
+    CHECK(st.spec_accepted > 0, "nothing was accepted: the test would not test speculation");
+    CHECK(same == n_runs, "%d of %d runs of the same seeded request differ from the first", n_runs - same, n_runs);
 }
 
 /* The k-th sampled token over many seeds: speculation must not change its distribution. */
@@ -233,6 +378,11 @@ int main(void) {
     RUN(test_greedy_identical_0);
     RUN(test_sampling_distribution);
     RUN(test_no_drafts_over_the_batch_limit);
+    RUN(test_seeded_identical_100);
+    RUN(test_seeded_identical_50);
+    RUN(test_seeded_identical_0);
+    RUN(test_seeded_threads);
+    RUN(test_seed_repeats_on_one_engine);
     char cmd[600];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);
     if (system(cmd) != 0) printf("could not remove %s\n", tmpdir);

@@ -26,7 +26,7 @@ static ds_jinja *or_template;
 
 static void or_check_error(const ds_oai_error *err) {
     FUZZ_CHECK(err->message[0] != 0, "a refusal without a message (param '%s')", err->param);
-    char *body = ds_oai_error_json(400, "invalid_request_error", err->param, err->message);
+    char *body = ds_oai_error_json("invalid_request_error", err->code, err->param, err->message);
     FUZZ_CHECK(body != NULL, "no error body");
     size_t n = strlen(body);
     FUZZ_CHECK(ds_utf8_valid_prefix((const uint8_t *)body, n) == n, "the error body is not UTF-8: %s", body);

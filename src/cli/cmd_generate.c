@@ -120,6 +120,8 @@ int ds_cmd_generate(int argc, char **argv) {
     fwrite(text, 1, len, stdout);
     double t2 = ds_now();
     printf("\n");
+    /* the text's last line ends before the statistics begin, also when stdout and stderr share a pipe */
+    fflush(stdout);
     fprintf(stderr, "prompt: %zu tokens, %.1f tokens/s | decode: %d tokens, %.1f tokens/s\n", toks.n,
             (double)toks.n / (t1 - t0), produced, produced ? (double)produced / (t2 - t1) : 0.0);
     rc = 0;

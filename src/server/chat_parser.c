@@ -9,10 +9,15 @@
 
 static const char THINK_OPEN[] = "<think>", THINK_CLOSE[] = "</think>";
 static const char CALL_OPEN[] = "<tool_call>", CALL_CLOSE[] = "</tool_call>";
+enum { STATE_ENDED = 3 };   /* after states 0 content, 1 reasoning, 2 inside a tool call */
 
 void ds_chat_parser_init(ds_chat_parser *p, int start_in_reasoning, int parse_tools) {
     *p = (ds_chat_parser){.state = start_in_reasoning ? 1 : 0, .parse_tools = parse_tools, .at_start = 1};
 }
+
+void ds_chat_parser_limit_calls(ds_chat_parser *p, int max_calls) { p->max_calls = max_calls; }
+
+int ds_chat_parser_ended(const ds_chat_parser *p) { return p->state == STATE_ENDED; }
 
 void ds_chat_parser_free(ds_chat_parser *p) {
     ds_sb_free(&p->hold);
@@ -59,6 +64,10 @@ static void run(ds_chat_parser *p, int final, ds_part_fn fn, void *user) {
     for (;;) {
         const char *h = p->hold.s ? p->hold.s : "";
         size_t hn = p->hold.n;
+        if (p->state == STATE_ENDED) {
+            ds_sb_clear(&p->hold);
+            return;
+        }
         if (p->state == 0 && p->at_start) {   /* a leading <think> opens the reasoning */
             if (hn < sizeof THINK_OPEN - 1 && !memcmp(h, THINK_OPEN, hn) && !final) return;
             p->at_start = 0;
@@ -126,7 +135,7 @@ static void run(ds_chat_parser *p, int final, ds_part_fn fn, void *user) {
             content(p, h, (size_t)at + sizeof CALL_CLOSE - 1, fn, user);
         }
         ds_sb_consume(&p->hold, (size_t)at + sizeof CALL_CLOSE - 1);
-        p->state = 0;
+        p->state = p->max_calls > 0 && p->n_calls >= p->max_calls ? STATE_ENDED : 0;
     }
 }
 

@@ -28,16 +28,21 @@ typedef enum { DS_PART_CONTENT = 0, DS_PART_REASONING, DS_PART_TOOL_CALL } ds_pa
 typedef void (*ds_part_fn)(void *user, ds_part_kind kind, const char *text, size_t n, const json_t *call);
 
 typedef struct {
-    int state;            /* 0 content, 1 reasoning, 2 inside a tool call */
+    int state;            /* 0 content, 1 reasoning, 2 inside a tool call, 3 ended (max_calls) */
     int parse_tools;
     int at_start;         /* nothing consumed yet (a leading <think> opens reasoning) */
     int strip_newlines;   /* just after </think>: leading newlines of the content are dropped */
     int n_calls;
+    int max_calls;        /* > 0: the answer ends with this many calls (parallel_tool_calls: false) */
     ds_sb hold;           /* text not decided yet */
     ds_sb ws;             /* with tools: whitespace-only content held until non-space content or a call */
 } ds_chat_parser;
 
 void ds_chat_parser_init(ds_chat_parser *p, int start_in_reasoning, int parse_tools);
+/* Ends the answer after the max_calls-th tool call: whatever follows it is dropped (max_calls 0: no limit). */
+void ds_chat_parser_limit_calls(ds_chat_parser *p, int max_calls);
+/* 1 once the answer has ended (the call limit was reached): the rest of the generation is not needed. */
+int ds_chat_parser_ended(const ds_chat_parser *p);
 void ds_chat_parser_feed(ds_chat_parser *p, const char *s, size_t n, ds_part_fn fn, void *user);
 void ds_chat_parser_finish(ds_chat_parser *p, ds_part_fn fn, void *user);
 void ds_chat_parser_free(ds_chat_parser *p);

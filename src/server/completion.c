@@ -61,7 +61,7 @@ typedef struct {
     json_t *tool_calls;     /* non-streaming: collected calls */
     json_t *lp;             /* logprob entries not yet sent (streaming) or all (non-streaming) */
     json_t *lp_tokens, *lp_token_lps, *lp_tops, *lp_offsets;  /* completions logprobs */
-    size_t text_offset;
+    size_t n_chars;         /* characters the decoder gave so far (before the stop filter) */
     int n_calls;
 } choice;
 
@@ -216,7 +216,9 @@ static json_t *chunk_new(ds_completion *c, int index, json_t **choice_out) {
     json_t *arr;
     int chat = c->req.kind == DS_OAI_CHAT;
     json_t *o = ds_oai_envelope(c->id, chat ? "chat.completion.chunk" : "text_completion", c->created,
-                                c->srv->model_name, &arr);
+                                c->srv->model_name, c->srv->fingerprint, &arr);
+    /* OpenAI: with include_usage every chunk has "usage": null but the last, which has the counts */
+    if (c->req.include_usage) json_object_set_new(o, "usage", json_null());
     json_t *ch = json_object();
     json_object_set_new(ch, "index", json_integer(index));
     json_array_append_new(arr, ch);
@@ -296,13 +298,21 @@ static void on_text(void *user, const char *s, size_t n) {
     } else {
         ds_sb_append(&h->content, s, n);
     }
-    h->text_offset += n;
+}
+
+/* characters of the decoder's output (well-formed UTF-8: a held-back partial character comes later) */
+static size_t utf8_chars(const char *s, size_t n) {
+    size_t k = 0;
+    for (size_t i = 0; i < n; i++) k += ((uint8_t)s[i] & 0xC0) != 0x80;
+    return k;
 }
 
 /* a logprob of -inf (a token the sampler could not pick) has no JSON number: null, as before */
 static json_t *logprob_json(double x) { return isfinite(x) ? json_real(x) : json_null(); }
 
-static void add_logprobs(ds_completion *c, choice *h, const ds_event *ev) {
+/* offset: where the token's text starts in the choice's text, in characters (OpenAI's and vLLM's
+ * text_offset counts characters, not bytes), before any stop string cut it */
+static void add_logprobs(ds_completion *c, choice *h, const ds_event *ev, size_t offset) {
     const ds_tokenizer *tok = c->srv->tok;
     size_t len = 0;
     const char *raw = ds_tokenizer_token_bytes(tok, ev->token, &len);
@@ -344,8 +354,12 @@ static void add_logprobs(ds_completion *c, choice *h, const ds_event *ev) {
             if (ks && !json_object_getn(tops, ks, kn)) json_object_setn_new(tops, ks, kn, logprob_json(ev->top_logprobs[k]));
             json_decref(key);
         }
+        /* OpenAI: "the API will always return the logprob of the sampled token", so up to logprobs + 1 entries */
+        const char *ss = json_string_value(json_array_get(h->lp_tokens, json_array_size(h->lp_tokens) - 1));
+        size_t sn = json_string_length(json_array_get(h->lp_tokens, json_array_size(h->lp_tokens) - 1));
+        if (ss && !json_object_getn(tops, ss, sn)) json_object_setn_new(tops, ss, sn, logprob_json(ev->logprob));
         json_array_append_new(h->lp_tops, tops);
-        json_array_append_new(h->lp_offsets, json_integer((json_int_t)h->text_offset));
+        json_array_append_new(h->lp_offsets, json_integer((json_int_t)offset));
     }
 }
 
@@ -390,7 +404,9 @@ static void on_token(ds_completion *c, choice *h, const ds_event *ev) {
     if (h->index == 0) c->t_last = now;
     h->n_tokens++;
     h->n_cached = ev->n_cached;
-    if (c->req.logprobs) add_logprobs(c, h, ev);
+    /* the start of a character the decoder holds back (begun by an earlier token) is one character:
+     * this token's own text starts after it, as the U+FFFD of a token that cuts a character counts one */
+    if (c->req.logprobs) add_logprobs(c, h, ev, h->n_chars + (ds_stream_decoder_held(&h->dec) > 0));
     if (c->start_in_reasoning && !h->think_closed) h->reasoning_tokens++;
     const char *t = NULL;
     size_t n = 0;
@@ -402,7 +418,9 @@ static void on_token(ds_completion *c, choice *h, const ds_event *ev) {
         if (memmem(h->think_tail.s, h->think_tail.n, "</think>", 8)) h->think_closed = 1;
         if (h->think_tail.n > 16) ds_sb_consume(&h->think_tail, h->think_tail.n - 16);
     }
-    if (n && ds_stop_filter_feed(&h->stop, t, n, on_text, h)) {
+    h->n_chars += utf8_chars(t, n);
+    /* a stop string, or (parallel_tool_calls: false) the end of the first tool call, ends the text */
+    if ((n && ds_stop_filter_feed(&h->stop, t, n, on_text, h)) || ds_chat_parser_ended(&h->parser)) {
         h->stop_hit = 1;
         h->reason = DS_FINISH_STOP;
         ds_engine_abort(s->eng, h->id);
@@ -520,11 +538,13 @@ static void record_done(ds_completion *c) {   /* through settle only */
 
 /* --- start --- */
 
-static int http_fail(ds_http_error *err, int status, const char *type, const char *param, const char *fmt, ...)
-    __attribute__((format(printf, 5, 6)));
-static int http_fail(ds_http_error *err, int status, const char *type, const char *param, const char *fmt, ...) {
+static int http_fail(ds_http_error *err, int status, const char *type, const char *code, const char *param,
+                     const char *fmt, ...) __attribute__((format(printf, 6, 7)));
+static int http_fail(ds_http_error *err, int status, const char *type, const char *code, const char *param,
+                     const char *fmt, ...) {
     err->status = status;
     err->type = type;
+    err->code = code;
     snprintf(err->param, sizeof err->param, "%s", param ? param : "");
     va_list ap;
     va_start(ap, fmt);
@@ -538,7 +558,7 @@ static int render_prompt(ds_server *s, const ds_oai_request *r, char **text, siz
     json_t *ctx = ds_oai_template_context(r, s->eos_text, &e);
     ds_status st = ctx ? ds_jinja_render(s->tmpl, ctx, text, len, &e) : e.code ? e.code : DS_EINVAL;
     json_decref(ctx);
-    if (st) return http_fail(err, 400, "invalid_request_error", "messages", "the chat template failed: %s", e.msg);
+    if (st) return http_fail(err, 400, "invalid_request_error", NULL, "messages", "the chat template failed: %s", e.msg);
     return 0;
 }
 
@@ -557,7 +577,7 @@ ds_completion *ds_completion_start(ds_server *s, ds_oai_request *req, int fd, ds
     memset(err, 0, sizeof *err);
     ds_completion *c = calloc(1, sizeof *c);
     if (!c) {
-        http_fail(err, 500, "server_error", NULL, "out of memory");
+        http_fail(err, 500, "server_error", NULL, NULL, "out of memory");
         ds_oai_request_free(req);
         return NULL;
     }
@@ -585,13 +605,13 @@ ds_completion *ds_completion_start(ds_server *s, ds_oai_request *req, int fd, ds
         c->parse_tools = c->req.tools && c->req.tool_choice != DS_TOOLS_NONE;
     } else if (c->req.prompt) {
         text = malloc(c->req.prompt_len + 1);
-        if (!text) { http_fail(err, 500, "server_error", NULL, "out of memory"); goto fail; }
+        if (!text) { http_fail(err, 500, "server_error", NULL, NULL, "out of memory"); goto fail; }
         memcpy(text, c->req.prompt, c->req.prompt_len + 1);
         tl = c->req.prompt_len;
     }
     if (text) {
         if (ds_tokenizer_encode(s->tok, text, tl, 1, &toks, &e) != DS_OK) {
-            http_fail(err, 400, "invalid_request_error", c->req.kind == DS_OAI_CHAT ? "messages" : "prompt",
+            http_fail(err, 400, "invalid_request_error", NULL, c->req.kind == DS_OAI_CHAT ? "messages" : "prompt",
                       "the prompt could not be tokenized: %s", e.msg);
             goto fail;
         }
@@ -599,29 +619,29 @@ ds_completion *ds_completion_start(ds_server *s, ds_oai_request *req, int fd, ds
         int V = ds_tokenizer_n_tokens(s->tok);
         for (int i = 0; i < c->req.n_prompt_ids; i++)
             if (c->req.prompt_ids[i] >= V) {
-                http_fail(err, 400, "invalid_request_error", "prompt", "token id %d at index %d is outside the vocabulary",
+                http_fail(err, 400, "invalid_request_error", NULL, "prompt", "token id %d at index %d is outside the vocabulary",
                           c->req.prompt_ids[i], i);
                 goto fail;
             }
         toks.ids = malloc((size_t)c->req.n_prompt_ids * sizeof *toks.ids);
-        if (!toks.ids) { http_fail(err, 500, "server_error", NULL, "out of memory"); goto fail; }
+        if (!toks.ids) { http_fail(err, 500, "server_error", NULL, NULL, "out of memory"); goto fail; }
         memcpy(toks.ids, c->req.prompt_ids, (size_t)c->req.n_prompt_ids * sizeof *toks.ids);
         toks.n = (size_t)c->req.n_prompt_ids;
     }
     if (toks.n == 0) {
-        http_fail(err, 400, "invalid_request_error", c->req.kind == DS_OAI_CHAT ? "messages" : "prompt",
+        http_fail(err, 400, "invalid_request_error", NULL, c->req.kind == DS_OAI_CHAT ? "messages" : "prompt",
                   "the prompt is empty");
         goto fail;
     }
     c->n_prompt = (int)toks.n;
     if (c->n_prompt >= s->ctx) {
-        http_fail(err, 400, "invalid_request_error", c->req.kind == DS_OAI_CHAT ? "messages" : "prompt",
-                  "the prompt has %d tokens; the context holds %d", c->n_prompt, s->ctx);
+        http_fail(err, 400, "invalid_request_error", "context_length_exceeded",
+                  c->req.kind == DS_OAI_CHAT ? "messages" : "prompt", "the prompt has %d tokens; the context holds %d", c->n_prompt, s->ctx);
         goto fail;
     }
     c->max_tokens = c->req.max_tokens < 0 ? s->ctx - c->n_prompt : c->req.max_tokens;
     if (c->n_prompt + c->max_tokens > s->ctx) {
-        http_fail(err, 400, "invalid_request_error", "max_tokens",
+        http_fail(err, 400, "invalid_request_error", "context_length_exceeded", "max_tokens",
                   "the prompt (%d tokens) + max_tokens (%d) exceeds the context of %d tokens", c->n_prompt,
                   c->max_tokens, s->ctx);
         goto fail;
@@ -632,17 +652,18 @@ ds_completion *ds_completion_start(ds_server *s, ds_oai_request *req, int fd, ds
         h->index = i;
         h->q_max = c->max_tokens + 2;
         if (ds_stream_decoder_init(&h->dec, s->tok, 0, &e) != DS_OK) {
-            http_fail(err, 500, "server_error", NULL, "%s", e.msg);
+            http_fail(err, 500, "server_error", NULL, NULL, "%s", e.msg);
             goto fail;
         }
         ds_stop_filter_init(&h->stop, c->req.stop, c->req.stop_len, c->req.n_stop);
         ds_chat_parser_init(&h->parser, c->start_in_reasoning, c->parse_tools);
+        if (!c->req.parallel_tool_calls) ds_chat_parser_limit_calls(&h->parser, 1);
         if (c->req.kind == DS_OAI_CHAT && c->req.tool_choice >= DS_TOOLS_REQUIRED) {
             if (ds_tool_constraint_init(&h->call, s->tok, s->call_form, c->req.tools,
                                         c->req.tool_choice == DS_TOOLS_NAMED ? c->req.tool_name : NULL,
                                         c->start_in_reasoning, &e) != DS_OK) {
                 http_fail(err, e.code == DS_ENOMEM ? 500 : 400, e.code == DS_ENOMEM ? "server_error" : "invalid_request_error",
-                          "tool_choice", "%s", e.msg);
+                          NULL, "tool_choice", "%s", e.msg);
                 goto fail;
             }
             h->has_call = 1;
@@ -686,11 +707,11 @@ ds_completion *ds_completion_start(ds_server *s, ds_oai_request *req, int fd, ds
             pthread_mutex_unlock(&c->mu);
             for (int k = i; k < c->n; k++) c->ch[k].done = 1, c->ch[k].engine_done = 1;
             if (e.code == DS_EBUSY)
-                http_fail(err, 429, "rate_limit_error", NULL, "%s; retry later", e.msg);
+                http_fail(err, 429, "rate_limit_error", "rate_limit_exceeded", NULL, "%s; retry later", e.msg);
             else if (e.code == DS_EINVAL)
-                http_fail(err, 400, "invalid_request_error", "max_tokens", "%s", e.msg);
+                http_fail(err, 400, "invalid_request_error", NULL, "max_tokens", "%s", e.msg);
             else
-                http_fail(err, 503, "service_unavailable", NULL, "%s", e.msg);
+                http_fail(err, 503, "server_error", "server_overloaded", NULL, "%s", e.msg);
             free(toks.ids);
             settle(c, OUT_REFUSED);
             ds_completion_release(c);
@@ -716,7 +737,7 @@ ds_completion *ds_completion_start(ds_server *s, ds_oai_request *req, int fd, ds
         return NULL;
     }
     if (c->failed) {
-        http_fail(err, 500, "server_error", NULL, "the model failed: %s", c->fail_msg);
+        http_fail(err, 500, "server_error", NULL, NULL, "the model failed: %s", c->fail_msg);
         err->engine = 1;
         settle(c, OUT_REFUSED);
         ds_completion_release(c);
@@ -764,11 +785,12 @@ char *ds_completion_wait_json(ds_completion *c, int *status) {
         settle(c, OUT_FAILED);
         char msg[320];
         snprintf(msg, sizeof msg, "the model failed: %s", c->fail_msg);
-        return ds_oai_error_json(500, "server_error", NULL, msg);
+        return ds_oai_error_json("server_error", NULL, NULL, msg);
     }
     json_t *arr;
     int chat = c->req.kind == DS_OAI_CHAT;
-    json_t *o = ds_oai_envelope(c->id, chat ? "chat.completion" : "text_completion", c->created, c->srv->model_name, &arr);
+    json_t *o = ds_oai_envelope(c->id, chat ? "chat.completion" : "text_completion", c->created, c->srv->model_name,
+                                c->srv->fingerprint, &arr);
     for (int i = 0; i < c->n; i++) {
         choice *h = &c->ch[i];
         json_t *ch = json_object();
@@ -791,7 +813,7 @@ char *ds_completion_wait_json(ds_completion *c, int *status) {
     char *s = ds_json_dump(o);
     json_decref(o);
     *status = s ? 200 : 500;
-    return s ? s : ds_oai_error_json(500, "server_error", NULL, "out of memory");
+    return s ? s : ds_oai_error_json("server_error", NULL, NULL, "out of memory");
 }
 
 /* --- streaming --- */
@@ -801,12 +823,12 @@ static void stream_tail(ds_completion *c) {
         settle(c, OUT_FAILED);
         char msg[320];
         snprintf(msg, sizeof msg, "the model failed: %s", c->fail_msg);
-        ds_sse_error(&c->out, "server_error", msg);
+        ds_sse_error(&c->out, "server_error", NULL, msg);
     } else {
         if (c->req.include_usage) {
             json_t *arr;
             json_t *o = ds_oai_envelope(c->id, c->req.kind == DS_OAI_CHAT ? "chat.completion.chunk" : "text_completion",
-                                        c->created, c->srv->model_name, &arr);
+                                        c->created, c->srv->model_name, c->srv->fingerprint, &arr);
             ds_oai_usage u = usage_of(c);
             json_object_set_new(o, "usage", ds_oai_usage_json(&u));
             ds_sse_data(&c->out, o);

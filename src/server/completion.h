@@ -25,6 +25,7 @@ typedef struct {
     int status;        /* HTTP status (0: the client went away) */
     int engine;        /* the model failed (an engine error, not the server's) */
     const char *type;  /* OpenAI error type */
+    const char *code;  /* OpenAI error code ("context_length_exceeded"...) or NULL */
     char param[64];
     char message[512];
 } ds_http_error;

@@ -4,7 +4,7 @@
  *
  * Routes:
  *   POST /v1/chat/completions, POST /v1/completions   (completion.c)
- *   GET  /v1/models, GET /health, GET /metrics
+ *   GET  /v1/models, GET /v1/models/{id}, GET /health, GET /metrics
  * Every /v1/ route needs "Authorization: Bearer KEY" when --api-key is set;
  * /health and /metrics do not (probes and scrapers). */
 #include <arpa/inet.h>
@@ -79,20 +79,22 @@ static ds_error_kind kind_of_status(int status) {
  * rejected (refused before generating) or failed (a 5xx other than 503), so
  * that the started counter always equals the sum of the outcomes. */
 static enum MHD_Result send_error_kind(ds_server *s, struct MHD_Connection *conn, int completion, int status,
-                                       ds_error_kind k, const char *type, const char *param, const char *msg) {
+                                       ds_error_kind k, const char *type, const char *code, const char *param,
+                                       const char *msg) {
     ds_metrics_error(&s->metrics, k);
     if (completion) {
         if (status >= 500 && status != 503) ds_metrics_failed(&s->metrics);
         else ds_metrics_rejected(&s->metrics);
     }
-    char *body = ds_oai_error_json(status, type, param, msg);
+    char *body = ds_oai_error_json(type, code, param, msg);
     if (!body) return MHD_NO;
     return send_text(conn, status, "application/json", body, strlen(body), status == 429 || status == 503 ? "1" : NULL);
 }
 
+/* type and code in OpenAI's vocabulary (ds_oai_error_obj); code may be NULL */
 static enum MHD_Result send_error(ds_server *s, struct MHD_Connection *conn, int completion, int status,
-                                  const char *type, const char *param, const char *msg) {
-    return send_error_kind(s, conn, completion, status, kind_of_status(status), type, param, msg);
+                                  const char *type, const char *code, const char *param, const char *msg) {
+    return send_error_kind(s, conn, completion, status, kind_of_status(status), type, code, param, msg);
 }
 
 /* --- checks --- */
@@ -110,18 +112,42 @@ static int key_ok(const ds_server *s, struct MHD_Connection *conn) {
 
 /* --- routes --- */
 
-static enum MHD_Result route_models(ds_server *s, struct MHD_Connection *conn) {
-    json_t *o = json_object(), *data = json_array(), *m = json_object();
-    json_object_set_new(o, "object", json_string("list"));
-    json_object_set_new(o, "data", data);
+static void model_missing_message(const ds_server *s, const char *id, char *msg, size_t cap) {
+    snprintf(msg, cap, "the model '%.200s' does not exist; this server serves '%.150s'", id, s->model_name);
+}
+
+/* the model object of GET /v1/models and GET /v1/models/{id} */
+static json_t *model_object(const ds_server *s) {
+    json_t *m = json_object();
     json_object_set_new(m, "id", ds_oai_text(s->model_name));
     json_object_set_new(m, "object", json_string("model"));
-    json_object_set_new(m, "created", json_integer((json_int_t)time(NULL)));
+    json_object_set_new(m, "created", json_integer((json_int_t)s->created));
     json_object_set_new(m, "owned_by", json_string("deltaserve"));
     json_object_set_new(m, "max_model_len", json_integer(s->ctx));
-    json_array_append_new(data, m);
+    return m;
+}
+
+static enum MHD_Result route_models(ds_server *s, struct MHD_Connection *conn) {
+    json_t *o = json_object(), *data = json_array();
+    json_object_set_new(o, "object", json_string("list"));
+    json_object_set_new(o, "data", data);
+    json_array_append_new(data, model_object(s));
     char *body = ds_json_dump(o);
     json_decref(o);
+    return send_json(conn, 200, body);
+}
+
+/* GET /v1/models/{id}: id is the rest of the path (libmicrohttpd has decoded it), so a name with
+ * a '/' in it (owner/model) is found too */
+static enum MHD_Result route_model(ds_server *s, struct MHD_Connection *conn, const char *id) {
+    if (strcmp(id, s->model_name)) {
+        char msg[480];
+        model_missing_message(s, id, msg, sizeof msg);
+        return send_error(s, conn, 0, 404, "invalid_request_error", "model_not_found", "model", msg);
+    }
+    json_t *m = model_object(s);
+    char *body = ds_json_dump(m);
+    json_decref(m);
     return send_json(conn, 200, body);
 }
 
@@ -141,13 +167,12 @@ static enum MHD_Result route_completion(ds_server *s, struct MHD_Connection *con
     ds_oai_request req;
     ds_oai_error perr;
     if (ds_oai_request_parse(cc->body.s ? cc->body.s : "", cc->body.n, kind, &req, &perr))
-        return send_error(s, conn, 1, 400, "invalid_request_error", perr.param, perr.message);
+        return send_error(s, conn, 1, 400, "invalid_request_error", perr.code, perr.param, perr.message);
     if (req.model && strcmp(req.model, s->model_name)) {
         char msg[480];
-        snprintf(msg, sizeof msg, "the model '%.200s' does not exist; this server serves '%.150s'", req.model,
-                 s->model_name);
+        model_missing_message(s, req.model, msg, sizeof msg);
         ds_oai_request_free(&req);
-        return send_error(s, conn, 1, 404, "not_found_error", "model", msg);
+        return send_error(s, conn, 1, 404, "invalid_request_error", "model_not_found", "model", msg);
     }
     const union MHD_ConnectionInfo *ci = MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CONNECTION_FD);
     ds_http_error herr = {0};
@@ -155,7 +180,7 @@ static enum MHD_Result route_completion(ds_server *s, struct MHD_Connection *con
     if (!c) {
         if (herr.status == 0) return MHD_NO;   /* the client went away (counted as an abort) */
         return send_error_kind(s, conn, 1, herr.status, herr.engine ? DS_ERRK_ENGINE : kind_of_status(herr.status),
-                               herr.type, herr.param, herr.message);
+                               herr.type, herr.code, herr.param, herr.message);
     }
     enum MHD_Result ok;
     if (ds_completion_is_stream(c)) {
@@ -204,39 +229,47 @@ static enum MHD_Result handler(void *cls, struct MHD_Connection *conn, const cha
     }
     int get = !strcmp(method, "GET"), post = !strcmp(method, "POST");
     if (!strcmp(url, "/health")) {
-        if (!get) return send_error(s, conn, 0, 405, "invalid_request_error", NULL, "use GET");
+        if (!get) return send_error(s, conn, 0, 405, "invalid_request_error", "method_not_allowed", NULL, "use GET");
         int ok = atomic_load(&s->ready) && !atomic_load(&s->draining);
         const char *msg = ok ? "{\"status\":\"ok\"}" : atomic_load(&s->draining) ? "{\"status\":\"draining\"}"
                                                                                  : "{\"status\":\"loading\"}";
         return send_text(conn, ok ? 200 : 503, "application/json", strdup(msg), strlen(msg), NULL);
     }
     if (!strcmp(url, "/metrics")) {
-        if (!get) return send_error(s, conn, 0, 405, "invalid_request_error", NULL, "use GET");
+        if (!get) return send_error(s, conn, 0, 405, "invalid_request_error", "method_not_allowed", NULL, "use GET");
         return route_metrics(s, conn);
     }
+    static const char MODEL_PREFIX[] = "/v1/models/";
     int chat = !strcmp(url, "/v1/chat/completions"), cmpl = !strcmp(url, "/v1/completions");
-    int models = !strcmp(url, "/v1/models"), completion = chat || cmpl;
-    if (!chat && !cmpl && !models) return send_error(s, conn, 0, 404, "not_found_error", NULL, "no such route");
+    int one_model = !strncmp(url, MODEL_PREFIX, sizeof MODEL_PREFIX - 1) && url[sizeof MODEL_PREFIX - 1];
+    int models = !strcmp(url, "/v1/models") || one_model, completion = chat || cmpl;
+    if (!chat && !cmpl && !models) {
+        /* OpenAI's answer to an unknown URL: invalid_request_error without a code */
+        char msg[200];
+        snprintf(msg, sizeof msg, "no such route: %.16s %.150s", method, url);
+        return send_error(s, conn, 0, 404, "invalid_request_error", NULL, NULL, msg);
+    }
     if (completion) ds_metrics_started(&s->metrics);
     if (cc->over)
-        return send_error(s, conn, completion, 503, "service_unavailable", NULL,
+        return send_error(s, conn, completion, 503, "server_error", "server_overloaded", NULL,
                           "every connection the server keeps (--max-connections) has a request running; retry later");
     if (!key_ok(s, conn))
-        return send_error(s, conn, completion, 401, "authentication_error", NULL,
+        return send_error(s, conn, completion, 401, "authentication_error", "invalid_api_key", NULL,
                           "a valid API key is required (Authorization: Bearer KEY)");
     if (cc->too_large) {
         char msg[128];
         snprintf(msg, sizeof msg, "the request body is larger than %zu bytes", s->cfg.max_body_bytes);
-        return send_error(s, conn, completion, 413, "invalid_request_error", NULL, msg);
+        return send_error(s, conn, completion, 413, "invalid_request_error", "body_too_large", NULL, msg);
     }
     if (!atomic_load(&s->ready) || atomic_load(&s->draining))
-        return send_error(s, conn, completion, 503, "service_unavailable", NULL,
+        return send_error(s, conn, completion, 503, "server_error",
+                          atomic_load(&s->draining) ? "server_shutting_down" : "model_loading", NULL,
                           atomic_load(&s->draining) ? "the server is shutting down" : "the model is loading");
     if (models) {
-        if (!get) return send_error(s, conn, 0, 405, "invalid_request_error", NULL, "use GET");
-        return route_models(s, conn);
+        if (!get) return send_error(s, conn, 0, 405, "invalid_request_error", "method_not_allowed", NULL, "use GET");
+        return one_model ? route_model(s, conn, url + sizeof MODEL_PREFIX - 1) : route_models(s, conn);
     }
-    if (!post) return send_error(s, conn, 1, 405, "invalid_request_error", NULL, "use POST");
+    if (!post) return send_error(s, conn, 1, 405, "invalid_request_error", "method_not_allowed", NULL, "use POST");
     return route_completion(s, conn, cc, chat ? DS_OAI_CHAT : DS_OAI_COMPLETION);
 }
 
@@ -255,6 +288,28 @@ static void completed(void *cls, struct MHD_Connection *conn, void **con_cls, en
 static void *engine_main(void *arg) {
     ds_engine_run(arg);
     return NULL;
+}
+
+/* What decides the answers: the build (the compiler stands for it: there is no version number), the
+ * weights (each tensor's name, type, shape and first bytes, not the whole file, which can be
+ * large), the chat template and the context. */
+static void set_fingerprint(ds_server *s) {
+    ds_sb id = {0};
+    char buf[160];
+    snprintf(buf, sizeof buf, "deltaserve|%s|ctx=%d|", __VERSION__, s->ctx);
+    ds_sb_puts(&id, buf);
+    for (int i = 0; i < ds_model_n_tensors(s->file); i++) {
+        const ds_tensor *t = ds_model_tensor_at(s->file, i);
+        size_t nb = ds_tensor_bytes(t);
+        snprintf(buf, sizeof buf, "%s:%d:%lld,%lld,%lld,%lld|", t->name, (int)t->type, (long long)t->ne[0],
+                 (long long)t->ne[1], (long long)t->ne[2], (long long)t->ne[3]);
+        ds_sb_puts(&id, buf);
+        if (t->data) ds_sb_append(&id, (const char *)t->data, nb < 64 ? nb : 64);
+    }
+    const char *tmpl = ds_model_chat_template(s->file);
+    if (tmpl) ds_sb_puts(&id, tmpl);
+    ds_oai_fingerprint(id.s ? id.s : "", id.n, s->fingerprint, sizeof s->fingerprint);
+    ds_sb_free(&id);
 }
 
 /* The rest of the loading, after the file was opened: tokenizer, weights, engine, template. */
@@ -296,6 +351,7 @@ static int load(ds_server *s) {
     if (eos && n < sizeof s->eos_text) memcpy(s->eos_text, eos, n);
     static const char *const KEEP[4] = {"<think>", "</think>", "<tool_call>", "</tool_call>"};
     for (int i = 0; i < 4; i++) s->keep_ids[i] = ds_tokenizer_find(s->tok, KEEP[i]);
+    set_fingerprint(s);
     if (!(s->json_plain = ds_json_plain_tokens(s->tok))) {
         fprintf(stderr, "deltaserve serve: out of memory\n");
         return -1;
@@ -350,6 +406,7 @@ int ds_server_run(const ds_server_config *cfg) {
     ds_server *s = calloc(1, sizeof *s);
     if (!s) return 1;
     s->cfg = *cfg;
+    s->created = (long)time(NULL);
     ds_metrics_init(&s->metrics);
     if (cfg->served_model_name) snprintf(s->model_name, sizeof s->model_name, "%s", cfg->served_model_name);
     else base_name(cfg->model_path, s->model_name, sizeof s->model_name);

@@ -13,6 +13,7 @@
 static int fail(ds_oai_error *err, const char *param, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 static int fail(ds_oai_error *err, const char *param, const char *fmt, ...) {
     snprintf(err->param, sizeof err->param, "%s", param ? param : "");
+    err->code = NULL;
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(err->message, sizeof err->message, fmt, ap);
@@ -282,6 +283,51 @@ static int parse_stop(const json_t *root, ds_oai_request *r, ds_oai_error *err) 
     return 0;
 }
 
+/* characters of a well-formed UTF-8 string (every jansson string is one) */
+static size_t utf8_chars(const char *s, size_t n) {
+    size_t c = 0;
+    for (size_t i = 0; i < n; i++) c += ((uint8_t)s[i] & 0xC0) != 0x80;
+    return c;
+}
+
+/* OpenAI's limits: at most 16 pairs, keys up to 64 characters, string values up to 512.
+ * Accepted and not used (nothing is stored), but a body OpenAI refuses is refused here too. */
+static int parse_metadata(const json_t *root, ds_oai_error *err) {
+    const json_t *m = get(root, "metadata");
+    if (!m) return 0;
+    if (!json_is_object(m)) return fail(err, "metadata", "'metadata' must be an object of strings");
+    if (json_object_size(m) > 16)
+        return fail(err, "metadata", "'metadata' has %zu keys; at most 16 are allowed", json_object_size(m));
+    const char *k;
+    size_t kl;
+    const json_t *v;
+    json_object_keylen_foreach((json_t *)m, k, kl, v) {
+        if (utf8_chars(k, kl) > 64)
+            return fail(err, "metadata", "a key of 'metadata' is longer than 64 characters");
+        if (!json_is_string(v)) return fail(err, "metadata", "'metadata.%.64s' must be a string", k);
+        if (utf8_chars(json_string_value(v), json_string_length(v)) > 512)
+            return fail(err, "metadata", "'metadata.%.64s' is longer than 512 characters", k);
+    }
+    return 0;
+}
+
+static int parse_reasoning_effort(const json_t *root, ds_oai_request *r, ds_oai_error *err) {
+    const json_t *v = get(root, "reasoning_effort");
+    r->thinking = -1;
+    if (!v) return 0;
+    static const char *const on[] = {"minimal", "low", "medium", "high"};
+    if (ds_json_str_is(v, "none")) {
+        r->thinking = 0;
+        return 0;
+    }
+    for (size_t i = 0; i < sizeof on / sizeof *on; i++)
+        if (ds_json_str_is(v, on[i])) {
+            r->thinking = 1;
+            return 0;
+        }
+    return fail(err, "reasoning_effort", "'reasoning_effort' must be none, minimal, low, medium or high");
+}
+
 static int parse_common(const json_t *root, ds_oai_request *r, ds_oai_error *err) {
     const json_t *v;
     double x;
@@ -334,6 +380,10 @@ static int parse_common(const json_t *root, ds_oai_request *r, ds_oai_error *err
         if (get_bool(v, "include_usage", &r->include_usage, err) < 0) return -1;
     }
     if ((v = get(root, "user")) && !json_is_string(v)) return fail(err, "user", "'user' must be a string");
+    if (parse_metadata(root, err)) return -1;
+    int store = 0;
+    if (get_bool(root, "store", &store, err) < 0) return -1;
+    if (store) return fail(err, "store", "'store': true is not supported: this server stores no completions");
     if ((v = get(root, "response_format"))) {
         const json_t *t = get(v, "type");
         if (!json_is_object(v) || !json_is_string(t)) return fail(err, "response_format", "'response_format' must be an object with a 'type'");
@@ -353,6 +403,8 @@ int ds_oai_request_parse(const char *body, size_t len, ds_oai_kind kind, ds_oai_
     memset(r, 0, sizeof *r);
     memset(err, 0, sizeof *err);
     r->kind = kind;
+    r->thinking = -1;
+    r->parallel_tool_calls = 1;
     ds_sampling_defaults(&r->sampling);
     char msg[400];
     json_t *root = ds_json_parse(body, len, msg, sizeof msg);
@@ -389,8 +441,9 @@ int ds_oai_request_parse(const char *body, size_t len, ds_oai_kind kind, ds_oai_
             }
             r->top_logprobs = (int)k;
         }
-        int ptc;
-        if (get_bool(root, "parallel_tool_calls", &ptc, err) < 0) goto out;
+        r->parallel_tool_calls = 1;
+        if (get_bool(root, "parallel_tool_calls", &r->parallel_tool_calls, err) < 0) goto out;
+        if (parse_reasoning_effort(root, r, err)) goto out;
         if (get(root, "functions")) {
             fail(err, "functions", "'functions' is not supported; use 'tools'");
             goto out;
@@ -438,6 +491,7 @@ json_t *ds_oai_template_context(const ds_oai_request *r, const char *eos_text, d
     json_object_set_new(ctx, "add_generation_prompt", json_true());
     json_object_set_new(ctx, "eos_token", ds_json_textn(eos_text, strlen(eos_text)));
     json_object_set_new(ctx, "bos_token", json_string(""));
+    if (r->thinking >= 0) json_object_set_new(ctx, "enable_thinking", json_boolean(r->thinking));
     if (ds_jinja_merge_kwargs(ctx, r->template_kwargs, e) != DS_OK) {
         json_decref(ctx);
         return NULL;

@@ -4,8 +4,9 @@
  * Every field is checked for its type and range; a failure names the field
  * (err->param) and says what is wrong (err->message), for a 400. Fields the
  * server knows but does not handle yet (response_format other than text,
- * logit_bias, echo, suffix, best_of > 1, several prompts) are refused with a
- * message saying they are not supported. Unknown fields are ignored.
+ * logit_bias, echo, suffix, best_of > 1, several prompts, store: true) are
+ * refused with a message saying they are not supported. Unknown fields are
+ * ignored; README.md lists the known ones that are accepted without effect.
  * Strings keep their length: a U+0000 in a prompt, a message or a stop string
  * is part of it (the body is read by server/json_text.h). */
 #ifndef DS_OPENAI_REQUEST_H
@@ -54,11 +55,14 @@ typedef struct {
     int stream;
     int include_usage;
     int json_object;             /* response_format {"type": "json_object"}: the answer is one JSON object */
+    int parallel_tool_calls;     /* 0: at most one tool call per choice (parallel_tool_calls: false) */
+    int thinking;                /* reasoning_effort: -1 not given, 0 "none", 1 a level (enable_thinking) */
 } ds_oai_request;
 
 typedef struct {
     char param[64];
     char message[512];
+    const char *code;            /* OpenAI's error code, or NULL (most 400s have none) */
 } ds_oai_error;
 
 /* Returns 0, or -1 with err filled (always a 400) and *out left empty. */
@@ -67,7 +71,8 @@ void ds_oai_request_free(ds_oai_request *r);
 
 /* The chat template's render context for a parsed chat request: messages,
  * tools (unless tool_choice is none), add_generation_prompt, the end token's
- * text, then chat_template_kwargs merged over them. Returns NULL with e
+ * text, enable_thinking when reasoning_effort was given, then
+ * chat_template_kwargs merged over them (an explicit enable_thinking there wins). Returns NULL with e
  * filled when the kwargs cannot be merged. */
 json_t *ds_oai_template_context(const ds_oai_request *r, const char *eos_text, ds_err *e);
 

@@ -16,24 +16,31 @@ json_t *ds_oai_textn(const char *s, size_t n) {
 
 json_t *ds_oai_text(const char *s) { return ds_oai_textn(s, s ? strlen(s) : 0); }
 
-char *ds_oai_error_json(int status, const char *type, const char *param, const char *message) {
+json_t *ds_oai_error_obj(const char *type, const char *code, const char *param, const char *message) {
     json_t *o = json_object(), *e = json_object();
     json_object_set_new(o, "error", e);
     json_object_set_new(e, "message", ds_oai_text(message));
     json_object_set_new(e, "type", json_string(type));
     json_object_set_new(e, "param", param && param[0] ? ds_oai_text(param) : json_null());
-    json_object_set_new(e, "code", json_integer(status));
+    json_object_set_new(e, "code", code ? json_string(code) : json_null());
+    return o;
+}
+
+char *ds_oai_error_json(const char *type, const char *code, const char *param, const char *message) {
+    json_t *o = ds_oai_error_obj(type, code, param, message);
     char *s = ds_json_dump(o);
     json_decref(o);
     return s;
 }
 
-json_t *ds_oai_envelope(const char *id, const char *object, long created, const char *model, json_t **choices) {
+json_t *ds_oai_envelope(const char *id, const char *object, long created, const char *model, const char *fingerprint,
+                        json_t **choices) {
     json_t *o = json_object(), *c = json_array();
     json_object_set_new(o, "id", json_string(id));
     json_object_set_new(o, "object", json_string(object));
     json_object_set_new(o, "created", json_integer(created));
     json_object_set_new(o, "model", ds_oai_text(model));
+    if (fingerprint) json_object_set_new(o, "system_fingerprint", json_string(fingerprint));
     json_object_set_new(o, "choices", c);
     if (choices) *choices = c;
     return o;
@@ -76,4 +83,13 @@ void ds_oai_call_id(char *buf, size_t cap) {
     x *= 0xBF58476D1CE4E5B9ull;
     x ^= x >> 27;
     snprintf(buf, cap, "call_%016llx%08x", (unsigned long long)x, (unsigned)(x >> 13) & 0xffffffffu);
+}
+
+void ds_oai_fingerprint(const char *identity, size_t n, char *buf, size_t cap) {
+    uint64_t h = 0xcbf29ce484222325ull;   /* FNV-1a: stable across runs and machines */
+    for (size_t i = 0; i < n; i++) {
+        h ^= (uint8_t)identity[i];
+        h *= 0x100000001b3ull;
+    }
+    snprintf(buf, cap, "fp_%012llx", (unsigned long long)(h & 0xffffffffffffull));
 }

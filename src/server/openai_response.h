@@ -16,12 +16,23 @@
 json_t *ds_oai_text(const char *s);
 json_t *ds_oai_textn(const char *s, size_t n);
 
-/* {"error": {"message", "type", "param", "code"}} as text (caller frees); message and param
- * pass through ds_oai_text. */
-char *ds_oai_error_json(int status, const char *type, const char *param, const char *message);
+/* {"error": {"message", "type", "param", "code"}} (caller decrefs), in OpenAI's vocabulary:
+ * type such as "invalid_request_error", "authentication_error", "rate_limit_error",
+ * "server_error"; code a short string such as "model_not_found" or NULL (JSON null);
+ * param NULL or "" is null. message and param pass through ds_oai_text. */
+json_t *ds_oai_error_obj(const char *type, const char *code, const char *param, const char *message);
+/* The same as text (caller frees). */
+char *ds_oai_error_json(const char *type, const char *code, const char *param, const char *message);
 
-/* {"id", "object", "created", "model", "choices": []}; returns the choices array (borrowed) in *choices. */
-json_t *ds_oai_envelope(const char *id, const char *object, long created, const char *model, json_t **choices);
+/* {"id", "object", "created", "model", "system_fingerprint", "choices": []}; returns the
+ * choices array (borrowed) in *choices. fingerprint NULL leaves the field out. */
+json_t *ds_oai_envelope(const char *id, const char *object, long created, const char *model, const char *fingerprint,
+                        json_t **choices);
+
+/* "fp_" and 12 hex digits of a hash of what decides the answers to a request (the build, the
+ * model file's identity, the context) into buf (>= 20 bytes): stable while those stay the same,
+ * as OpenAI's system_fingerprint is for one backend configuration. */
+void ds_oai_fingerprint(const char *identity, size_t n, char *buf, size_t cap);
 
 /* The message of a non-streamed chat choice: {"role", "content", ["reasoning_content"], ["tool_calls"]}.
  * content is null when there are tool calls and no text; reasoning_content is there when

@@ -24,6 +24,8 @@ typedef struct ds_server {
     ds_jinja *tmpl;
     char model_name[256];
     char eos_text[64];
+    char fingerprint[24];          /* system_fingerprint of every answer (ds_oai_fingerprint) */
+    long created;                  /* when the server started: the model object's "created" */
     int ctx;                       /* longest prompt + completion */
     ds_call_form call_form;        /* how the template writes tool calls (what tool_choice required forces) */
     uint8_t *json_plain;           /* per token: may stand inside a JSON string (json_object answers) */

@@ -17,13 +17,8 @@ void ds_sse_data(ds_sb *out, const json_t *obj) {
 
 void ds_sse_done(ds_sb *out) { ds_sb_puts(out, "data: [DONE]\n\n"); }
 
-void ds_sse_error(ds_sb *out, const char *type, const char *message) {
-    json_t *o = json_object(), *err = json_object();
-    json_object_set_new(o, "error", err);
-    json_object_set_new(err, "message", ds_oai_text(message));
-    json_object_set_new(err, "type", json_string(type));
-    json_object_set_new(err, "param", json_null());
-    json_object_set_new(err, "code", json_integer(500));
+void ds_sse_error(ds_sb *out, const char *type, const char *code, const char *message) {
+    json_t *o = ds_oai_error_obj(type, code, NULL, message);
     char *s = ds_json_dump(o);
     ds_sb_puts(out, "event: error\ndata: ");
     ds_sb_puts(out, s ? s : "{}");

@@ -34,5 +34,9 @@ else bad "loading bar" "$(tr '\r' '\n' <"$T/gen.tty" | tail -n 3)"; fi
 "$DS_BIN" generate -m "$model" -p x -n 2 >"$T/gen.out" 2>"$T/gen.err"
 if ! grep -aq "%" "$T/make.err" && ! grep -aq "loading weights" "$T/gen.err"; then ok "no bar when stderr is not a terminal"
 else bad "no bar off a terminal" "$(head -c 200 "$T/make.err" "$T/gen.err")"; fi
+# stdout and stderr into one pipe: the text ends its line before the statistics begin theirs
+"$DS_BIN" generate -m "$model" -p x -n 3 2>&1 | cat >"$T/gen.both"
+if grep -aq "^prompt: [0-9]* tokens" "$T/gen.both"; then ok "generate: statistics on their own line when stdout and stderr share a pipe"
+else bad "generate statistics line" "$(tail -c 200 "$T/gen.both")"; fi
 echo "RESULT passed=$passed failed=$failed"
 [ "$failed" -eq 0 ]

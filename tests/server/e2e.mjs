@@ -63,6 +63,87 @@ async function mainSuite() {
     const list = await client.models.list();
     check(list.data.length === 1 && list.data[0].id === MODEL, JSON.stringify(list.data));
   });
+  // --- issue 12: smaller deviations from the OpenAI API ---
+  await t('GET /v1/models/{id}: the model object, or 404 model_not_found', async () => {
+    const m = await client.models.retrieve(MODEL);
+    const list = await client.models.list();
+    check(m.id === MODEL && m.object === 'model' && typeof m.created === 'number' && m.owned_by === 'deltaserve', JSON.stringify(m));
+    check(JSON.stringify(m) === JSON.stringify(list.data[0]), `${JSON.stringify(m)} vs ${JSON.stringify(list.data[0])}`);
+    const r = await raw('GET', '/v1/models/no-such-model', undefined, auth);
+    check(r.status === 404, `${r.status} ${r.body}`);
+    const e = JSON.parse(r.body).error;
+    check(e.type === 'invalid_request_error' && e.code === 'model_not_found' && e.param === 'model', r.body);
+    check((await raw('GET', `/v1/models/${MODEL}`)).status === 401, 'no key');
+  });
+  await t('system_fingerprint: one string in every answer and chunk', async () => {
+    const a = await client.chat.completions.create(chatBody());
+    const b = await client.completions.create({ model: MODEL, prompt: 'x', max_tokens: 2 });
+    check(typeof a.system_fingerprint === 'string' && /^fp_[0-9a-f]+$/.test(a.system_fingerprint), JSON.stringify(a));
+    check(b.system_fingerprint === a.system_fingerprint, `${b.system_fingerprint} vs ${a.system_fingerprint}`);
+    const r = await raw('POST', '/v1/chat/completions', chatBody({ stream: true }), auth);
+    const chunks = parseSSE(r.body).filter((e) => e.data !== '[DONE]').map((e) => JSON.parse(e.data));
+    check(chunks.length > 1 && chunks.every((c) => c.system_fingerprint === a.system_fingerprint), r.body.slice(0, 300));
+  });
+  await t('include_usage: "usage": null in every chunk but the last, which has the counts', async () => {
+    for (const [path, body] of [['/v1/chat/completions', chatBody({ max_tokens: 5 })], ['/v1/completions', { model: MODEL, prompt: 'x', max_tokens: 5 }]]) {
+      const r = await raw('POST', path, { ...body, stream: true, stream_options: { include_usage: true } }, auth);
+      const chunks = parseSSE(r.body).filter((e) => e.data !== '[DONE]').map((e) => JSON.parse(e.data));
+      const last = chunks.pop();
+      check(last.usage && last.usage.completion_tokens >= 1 && last.choices.length === 0, `${path}: ${JSON.stringify(last)}`);
+      check(chunks.length > 1 && chunks.every((c) => 'usage' in c && c.usage === null), `${path}: ${r.body.slice(0, 400)}`);
+    }
+  });
+  // text_offset: where each token's text starts in the returned text, in characters (the tiny
+  // model's greedy text has characters of several bytes); a stop string that holds text back
+  // while it may still match must not shift the offsets of the tokens after it
+  await t('completions text_offset counts characters, also behind a held-back stop string', async () => {
+    const p = { model: MODEL, prompt: 'once upon', max_tokens: 12, temperature: 0, logprobs: 0 };
+    const a = await client.completions.create(p);
+    const lp0 = a.choices[0].logprobs;
+    const first = [...lp0.tokens[0]][0];
+    const b = await client.completions.create({ ...p, stop: [first + '\u0007\u0007\u0007'] });
+    for (const [what, r] of [['plain', a], ['stop', b]]) {
+      const c = r.choices[0], lp = c.logprobs, chars = [...c.text];
+      check(lp.text_offset.length === lp.tokens.length && lp.text_offset[0] === 0, `${what}: ${JSON.stringify(lp.text_offset)}`);
+      let at = 0;
+      for (let i = 0; i < lp.tokens.length; i++) {
+        if (lp.tokens[i].includes('\ufffd')) break;   // a token that cuts a character: not comparable
+        check(lp.text_offset[i] === at, `${what}: token ${i} ${JSON.stringify(lp.tokens[i])} at ${lp.text_offset[i]}, want ${at}: ${JSON.stringify(lp.text_offset)}`);
+        check(chars.slice(at).join('').startsWith(lp.tokens[i]), `${what}: text at ${at} is not token ${i}`);
+        at += [...lp.tokens[i]].length;
+      }
+      check(lp.text_offset.every((o, i) => i === 0 || o >= lp.text_offset[i - 1]) && lp.text_offset.every((o) => o <= chars.length), `${what}: ${JSON.stringify(lp.text_offset)}`);
+    }
+    check([...a.choices[0].text].length < Buffer.byteLength(a.choices[0].text), 'the text has no character of several bytes: the test cannot tell characters from bytes');
+  });
+  await t('completions top_logprobs include the sampled token (up to logprobs + 1 entries)', async () => {
+    const r = await client.completions.create({ model: MODEL, prompt: 'once upon a time', max_tokens: 16, temperature: 1, seed: 7, logprobs: 1 });
+    const lp = r.choices[0].logprobs;
+    check(lp.top_logprobs.length === lp.tokens.length, 'lengths');
+    lp.tokens.forEach((tok, i) => {
+      const top = lp.top_logprobs[i];
+      check(tok in top && Math.abs(top[tok] - lp.token_logprobs[i]) < 1e-6, `token ${i} ${JSON.stringify(tok)} not in ${JSON.stringify(top)}`);
+      check(Object.keys(top).length <= 2, JSON.stringify(top));
+    });
+    check(lp.top_logprobs.some((o) => Object.keys(o).length === 2), 'the sampled token was always the likeliest: the test cannot tell');
+  });
+  await t('completions streams: no empty-text chunk before the finish chunk', async () => {
+    const r = await raw('POST', '/v1/completions', { model: MODEL, prompt: 'x', max_tokens: 6, stream: true, ignore_eos: true }, auth);
+    const chunks = parseSSE(r.body).filter((e) => e.data !== '[DONE]').map((e) => JSON.parse(e.data));
+    check(chunks[0].choices[0].text !== '', `first chunk: ${JSON.stringify(chunks[0])}`);
+    check(chunks.slice(0, -1).every((c) => c.choices[0].text !== '' && c.choices[0].finish_reason === null), r.body.slice(0, 400));
+  });
+  await t('reasoning_effort: none turns thinking off, high keeps it on', async () => {
+    const off = await client.chat.completions.create(chatBody({ max_tokens: 6, temperature: 0, reasoning_effort: 'none' }));
+    check(!off.choices[0].message.reasoning_content && off.usage.completion_tokens_details.reasoning_tokens === 0, JSON.stringify(off.choices[0]));
+    const on = await client.chat.completions.create(chatBody({ max_tokens: 6, temperature: 0, reasoning_effort: 'high' }));
+    check(typeof on.choices[0].message.reasoning_content === 'string' && on.usage.completion_tokens_details.reasoning_tokens > 0, JSON.stringify(on.choices[0]));
+  });
+  await t('metadata (16 keys) and store: false are accepted', async () => {
+    const metadata = Object.fromEntries([...Array(16)].map((_, i) => [`k${i}`, 'v'.repeat(512)]));
+    const r = await client.chat.completions.create(chatBody({ metadata, store: false, parallel_tool_calls: false }));
+    check(r.choices.length === 1, JSON.stringify(r));
+  });
   await t('health is 200 when ready', async () => {
     const r = await raw('GET', '/health');
     check(r.status === 200, r.status);
@@ -128,7 +209,8 @@ async function mainSuite() {
     for (const c of r.choices) {
       check(c.finish_reason === 'length' || c.finish_reason === 'stop', c.finish_reason);
       check(c.logprobs.tokens.length === c.logprobs.token_logprobs.length, 'logprob lengths');
-      check(c.logprobs.top_logprobs.every((o) => Object.keys(o).length <= 3), 'top');
+      // logprobs 3: the 3 likeliest, and the sampled token when it is not among them (OpenAI)
+      check(c.logprobs.top_logprobs.every((o) => Object.keys(o).length <= 4), 'top');
       total += c.finish_reason === 'length' ? c.logprobs.tokens.length : c.logprobs.tokens.length + 1;
     }
     check(r.usage.completion_tokens === total, `usage ${r.usage.completion_tokens} vs ${total}`);
@@ -348,18 +430,24 @@ async function mainSuite() {
     ['tool_choice unknown function', '/v1/chat/completions', chatBody({ tools: [{ type: 'function', function: { name: 'a' } }], tool_choice: { type: 'function', function: { name: 'b' } } }), 400, 'tool_choice'],
     ['response_format json_schema unsupported', '/v1/chat/completions', chatBody({ response_format: { type: 'json_schema', json_schema: { name: 'x', schema: {} } } }), 400, 'response_format'],
     ['chat_template_kwargs wrong type', '/v1/chat/completions', chatBody({ chat_template_kwargs: 3 }), 400, 'chat_template_kwargs'],
-    ['over the context', '/v1/chat/completions', chatBody({ max_tokens: 1000000 }), 400, 'max_tokens'],
+    ['over the context', '/v1/chat/completions', chatBody({ max_tokens: 1000000 }), 400, 'max_tokens', 'context_length_exceeded'],
     ['prompt missing', '/v1/completions', { model: MODEL }, 400, 'prompt'],
     ['prompt wrong type', '/v1/completions', { prompt: 5 }, 400, 'prompt'],
     ['token id outside the vocabulary', '/v1/completions', { prompt: [1, 99999999], max_tokens: 2 }, 400, 'prompt'],
     ['echo unsupported', '/v1/completions', { prompt: 'x', echo: true }, 400, 'echo'],
-    ['unknown model', '/v1/chat/completions', chatBody({ model: 'no-such-model' }), 404, 'model'],
+    ['unknown model', '/v1/chat/completions', chatBody({ model: 'no-such-model' }), 404, 'model', 'model_not_found'],
+    // parameters OpenAI defines are checked as OpenAI checks them, not ignored (issue 12)
+    ['metadata with 17 keys', '/v1/chat/completions', chatBody({ metadata: Object.fromEntries([...Array(17)].map((_, i) => [`k${i}`, 'v'])) }), 400, 'metadata'],
+    ['metadata value not a string', '/v1/chat/completions', chatBody({ metadata: { k: 1 } }), 400, 'metadata'],
+    ['metadata value over 512 characters', '/v1/chat/completions', chatBody({ metadata: { k: 'v'.repeat(513) } }), 400, 'metadata'],
+    ['store: true (nothing is stored)', '/v1/chat/completions', chatBody({ store: true }), 400, 'store'],
+    ['reasoning_effort unknown', '/v1/chat/completions', chatBody({ reasoning_effort: 'extreme' }), 400, 'reasoning_effort'],
     ['too many messages', '/v1/chat/completions', { messages: Array(4097).fill({ role: 'user', content: 'x' }), max_tokens: 1 }, 400, 'messages'],
     // invalid UTF-8 quoted in an error: the error body is still well-formed UTF-8
     ['a role of invalid UTF-8', '/v1/chat/completions', Buffer.from('{"messages":[{"role":"us\xffer\xe2\x82","content":"x"}]}', 'latin1'), 400, 'messages[0].role'],
     ['a model name cut inside a character', '/v1/chat/completions', { ...chatBody(), model: 'é'.repeat(100) + 'x' }, 404, 'model'],
   ];
-  for (const [name, path, body, status, param] of bad) {
+  for (const [name, path, body, status, param, code] of bad) {
     await t(`bad input: ${name} -> ${status}`, async () => {
       const r = await raw('POST', path, body, auth);
       check(r.status === status, `status ${r.status}: ${r.body}`);
@@ -367,6 +455,10 @@ async function mainSuite() {
       const e = JSON.parse(r.body).error;
       check(e && typeof e.message === 'string' && e.message.length > 0, 'error body');
       if (param) check(e.param === param, `param ${e.param}`);
+      // OpenAI: type names the kind, code is a short string or null, never the status
+      check(e.type === 'invalid_request_error', `type ${e.type}`);
+      check(e.code === null || typeof e.code === 'string', `code ${JSON.stringify(e.code)}`);
+      if (code !== undefined) check(e.code === code, `code ${JSON.stringify(e.code)}, want ${code}`);
     });
   }
   await t('invalid UTF-8 in a prompt is repaired, the answer is complete and UTF-8', async () => {
@@ -461,16 +553,23 @@ async function mainSuite() {
   await t('bad input: wrong key -> 401', async () => {
     const r = await raw('POST', '/v1/chat/completions', chatBody(), { Authorization: 'Bearer wrong' + KEY });
     check(r.status === 401, r.status);
+    const e = JSON.parse(r.body).error;
+    check(e.type === 'authentication_error' && e.code === 'invalid_api_key' && e.param === null, r.body);
     const r2 = await raw('GET', '/v1/models', undefined, { Authorization: 'Bearer ' + KEY.slice(0, -1) });
     check(r2.status === 401, r2.status);
   });
   await t('bad input: body over the limit -> 413', async () => {
     const r = await raw('POST', '/v1/chat/completions', '{"x":"' + 'a'.repeat(300 * 1024) + '"}', auth);
     check(r.status === 413, r.status);
+    const e = JSON.parse(r.body).error;
+    check(e.type === 'invalid_request_error' && typeof e.code === 'string', r.body);
   });
   await t('bad input: unknown route -> 404, wrong method -> 405', async () => {
-    check((await raw('GET', '/v1/nothing', undefined, auth)).status === 404, '404');
-    check((await raw('GET', '/v1/chat/completions', undefined, auth)).status === 405, '405');
+    const r = await raw('GET', '/v1/nothing', undefined, auth);
+    check(r.status === 404, '404');
+    check(JSON.parse(r.body).error.type === 'invalid_request_error', r.body);   // OpenAI's answer to an unknown URL
+    const r2 = await raw('GET', '/v1/chat/completions', undefined, auth);
+    check(r2.status === 405 && typeof JSON.parse(r2.body).error.code === 'string', r2.body);
   });
   await t('errors are counted by kind', async () => {
     const r = await raw('GET', '/metrics');

@@ -77,6 +77,32 @@ static void parse_bytes(const char *text, int reasoning, int tools, sink *k) {
     ds_chat_parser_free(&p);
 }
 
+/* parallel_tool_calls: false - the answer ends with its first call: text and calls after it are dropped */
+static void test_tool_call_limit(void) {
+    sink k = {0};
+    const char *text = "Calling.\n<tool_call>{\"name\": \"a\", \"arguments\": {}}</tool_call>\nmore\n"
+                       "<tool_call>{\"name\": \"b\", \"arguments\": {}}</tool_call>";
+    ds_chat_parser p;
+    ds_chat_parser_init(&p, 0, 1);
+    ds_chat_parser_limit_calls(&p, 1);
+    int ended_at = -1;
+    for (size_t i = 0; text[i]; i++) {
+        ds_chat_parser_feed(&p, text + i, 1, on_part, &k);
+        if (ended_at < 0 && ds_chat_parser_ended(&p)) ended_at = (int)i;
+    }
+    ds_chat_parser_finish(&p, on_part, &k);
+    ds_chat_parser_free(&p);
+    CHECK(k.calls && json_array_size(k.calls) == 1, "%zu calls", json_array_size(k.calls));
+    CHECK(ds_json_str_is(json_object_get(json_array_get(k.calls, 0), "name"), "a"), "%s", "");
+    CHECK(!strcmp(S(&k.content), "Calling."), "content '%s'", S(&k.content));
+    CHECK(ended_at >= 0 && text[ended_at] == '>' && !strncmp(text + ended_at - 11, "</tool_call>", 12),
+          "ended at %d", ended_at);
+    sink_free(&k);
+    parse_bytes(text, 0, 1, &k);   /* no limit: both */
+    CHECK(k.calls && json_array_size(k.calls) == 2, "%s", "");
+    sink_free(&k);
+}
+
 static void test_reasoning(void) {
     sink k = {0};
     parse_bytes("let me think</think>\n\nThe answer.", 1, 0, &k);
@@ -198,6 +224,92 @@ static void test_request(void) {
     ds_oai_request_free(&r);
 }
 
+/* Parameters OpenAI defines that change nothing in the answer are still checked as OpenAI
+ * checks them; reasoning_effort and parallel_tool_calls take effect (issue 12). */
+static void test_request_openai_params(void) {
+    ds_oai_request r;
+    ds_oai_error err;
+#define MSGS "\"messages\":[{\"role\":\"user\",\"content\":\"x\"}]"
+    char many[600], long_key[200], long_value[800];
+    int at = snprintf(many, sizeof many, "{" MSGS ",\"metadata\":{");
+    for (int i = 0; i < 17; i++) at += snprintf(many + at, sizeof many - (size_t)at, "%s\"k%d\":\"v\"", i ? "," : "", i);
+    snprintf(many + at, sizeof many - (size_t)at, "}}");
+    snprintf(long_key, sizeof long_key, "{" MSGS ",\"metadata\":{\"%065d\":\"v\"}}", 0);
+    snprintf(long_value, sizeof long_value, "{" MSGS ",\"metadata\":{\"k\":\"%0513d\"}}", 0);
+    struct { const char *body; const char *param; } bad[] = {
+        {many, "metadata"},
+        {long_key, "metadata"},
+        {long_value, "metadata"},
+        {"{" MSGS ",\"metadata\":{\"k\":1}}", "metadata"},
+        {"{" MSGS ",\"metadata\":[]}", "metadata"},
+        {"{" MSGS ",\"store\":true}", "store"},
+        {"{" MSGS ",\"store\":\"no\"}", "store"},
+        {"{" MSGS ",\"reasoning_effort\":\"extreme\"}", "reasoning_effort"},
+        {"{" MSGS ",\"reasoning_effort\":1}", "reasoning_effort"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        CHECK(parse(bad[i].body, DS_OAI_CHAT, &r, &err) == -1, "accepted: %.120s", bad[i].body);
+        CHECK(!strcmp(err.param, bad[i].param), "%.120s: param '%s'", bad[i].body, err.param);
+        ds_oai_request_free(&r);
+    }
+    /* 16 keys of 64 characters (é is one character, two bytes) with values of 512 are fine */
+    char ok16[12000];
+    at = snprintf(ok16, sizeof ok16, "{" MSGS ",\"store\":false,\"metadata\":{");
+    for (int i = 0; i < 16; i++)
+        at += snprintf(ok16 + at, sizeof ok16 - (size_t)at, "%s\"\xc3\xa9%063d\":\"%0512d\"", i ? "," : "", i, i);
+    snprintf(ok16 + at, sizeof ok16 - (size_t)at, "}}");
+    CHECK(parse(ok16, DS_OAI_CHAT, &r, &err) == 0, "%s", err.message);
+    ds_oai_request_free(&r);
+
+    /* reasoning_effort switches thinking through the template's enable_thinking; an explicit
+     * chat_template_kwargs.enable_thinking wins */
+    struct { const char *extra; int want; } effort[] = {
+        {"\"reasoning_effort\":\"none\"", 0},
+        {"\"reasoning_effort\":\"high\"", 1},
+        {"\"reasoning_effort\":\"low\"", 1},
+        {"\"reasoning_effort\":\"none\",\"chat_template_kwargs\":{\"enable_thinking\":true}", 1},
+        {"\"reasoning_effort\":null", -1},
+    };
+    for (size_t i = 0; i < sizeof effort / sizeof effort[0]; i++) {
+        char body[300];
+        snprintf(body, sizeof body, "{" MSGS ",%s}", effort[i].extra);
+        REQUIRE(parse(body, DS_OAI_CHAT, &r, &err) == 0, "%s: %s", body, err.message);
+        ds_err e = {0};
+        json_t *ctx = ds_oai_template_context(&r, "<eos>", &e);
+        REQUIRE(ctx, "%s", e.msg);
+        const json_t *et = json_object_get(ctx, "enable_thinking");
+        int got = et ? json_is_true(et) : -1;
+        CHECK(got == effort[i].want, "%s: enable_thinking %d, want %d", body, got, effort[i].want);
+        json_decref(ctx);
+        ds_oai_request_free(&r);
+    }
+    REQUIRE(parse("{" MSGS ",\"parallel_tool_calls\":false}", DS_OAI_CHAT, &r, &err) == 0, "%s", err.message);
+    CHECK(r.parallel_tool_calls == 0, "%s", "");
+    ds_oai_request_free(&r);
+    REQUIRE(parse("{" MSGS "}", DS_OAI_CHAT, &r, &err) == 0, "%s", err.message);
+    CHECK(r.parallel_tool_calls == 1, "%s", "");
+    ds_oai_request_free(&r);
+#undef MSGS
+}
+
+/* OpenAI's error body: code is a string such as "model_not_found", or null; never the status */
+static void test_error_body(void) {
+    char *s = ds_oai_error_json("invalid_request_error", "model_not_found", "model", "no such model");
+    json_t *j = ds_json_parse(s, strlen(s), NULL, 0);
+    const json_t *e = json_object_get(j, "error");
+    CHECK(ds_json_str_is(json_object_get(e, "code"), "model_not_found"), "%s", s);
+    CHECK(ds_json_str_is(json_object_get(e, "type"), "invalid_request_error"), "%s", s);
+    CHECK(ds_json_str_is(json_object_get(e, "param"), "model"), "%s", s);
+    json_decref(j);
+    free(s);
+    s = ds_oai_error_json("server_error", NULL, NULL, "x");
+    j = ds_json_parse(s, strlen(s), NULL, 0);
+    e = json_object_get(j, "error");
+    CHECK(json_is_null(json_object_get(e, "code")) && json_is_null(json_object_get(e, "param")), "%s", s);
+    json_decref(j);
+    free(s);
+}
+
 /* U+0000 is a character like any other (issue 12): it stays in the prompt, the
  * messages, tool arguments and stop strings with everything after it. */
 static void test_request_nul(void) {
@@ -305,6 +417,9 @@ int main(void) {
     RUN(test_tool_calls);
     RUN(test_nothing_held_without_reason);
     RUN(test_request);
+    RUN(test_tool_call_limit);
+    RUN(test_request_openai_params);
+    RUN(test_error_body);
     RUN(test_request_nul);
     RUN(test_request_json_text);
     RUN(test_response_nul);

@@ -5,8 +5,8 @@
 
 #include "cli/args.h"
 #include "cli/commands.h"
-#include "loading/model_make.h"
 #include "loading/model_shapes.h"
+#include "model/model_make.h"
 
 static void usage(FILE *f) {
     fprintf(f,

@@ -22,8 +22,8 @@
 #include "kernels/dtype.h"
 #include "loading/model_file.h"
 #include "loading/model_file_int.h"
-#include "loading/model_make.h"
 #include "loading/model_shapes.h"
+#include "model/model_make.h"
 #include "testing.h"
 
 static char g_dir[512];

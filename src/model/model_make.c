@@ -1,6 +1,6 @@
 /* model_make.c - make-model: deterministic random weights in real shapes,
  * written as GGUF or as a Hugging Face directory (see model_make.h). */
-#include "loading/model_make.h"
+#include "model/model_make.h"
 
 #include <cjson/cJSON.h>
 #include <errno.h>

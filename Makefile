@@ -107,8 +107,10 @@ FUZZ_BUILD   := build-fuzz
 FUZZ_SECONDS ?= 20
 FUZZ_SAN     := -fsanitize=address,undefined -fno-sanitize-recover=undefined
 FUZZ_CFLAGS  := $(CFLAGS_BASE) -Wno-error -O1 -fno-omit-frame-pointer $(FUZZ_SAN)
-# the request parser fills sampling parameters with the sampler's defaults
-FUZZ_LIB_SRC := $(foreach d,common kernels loading tokenizer server,$(wildcard src/$(d)/*.c)) src/engine/sampler.c
+# the request parser fills sampling parameters with the sampler's defaults;
+# fuzz_hf_config makes its seed checkpoints with make-model (src/model/model_make*.c)
+FUZZ_LIB_SRC := $(foreach d,common kernels loading tokenizer server,$(wildcard src/$(d)/*.c)) src/engine/sampler.c \
+                $(wildcard src/model/model_make*.c)
 # make-model's MTP calibration runs the kernels, which pick the x86 ones at run time
 ifneq ($(filter x86_64 amd64,$(shell uname -m)),)
 FUZZ_LIB_SRC += $(wildcard src/kernels/x86/*.c)

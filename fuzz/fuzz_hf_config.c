@@ -13,7 +13,7 @@
 
 #include "fuzz.h"
 #include "loading/model_file.h"
-#include "loading/model_make.h"
+#include "model/model_make.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

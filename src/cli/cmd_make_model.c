@@ -5,8 +5,8 @@
 
 #include "cli/args.h"
 #include "cli/commands.h"
-#include "loading/model_make.h"
 #include "loading/model_shapes.h"
+#include "model/model_make.h"
 
 static void usage(FILE *f) {
     fprintf(f,
@@ -24,6 +24,7 @@ static void usage(FILE *f) {
             "  --shard-mb N        safetensors: shards of about N MiB with an index\n"
             "  --mtp-agree P       make the MTP head draft what the model says for a fraction P (0..1) of\n"
             "                      tokens, for testing and measuring speculative decoding\n"
+            "  --threads N         quantise on N threads (default: one per core); the file is the same for any N\n"
             "  --out PATH          output file (gguf) or directory (safetensors)\n"
             "shapes:\n");
     for (int i = 0; i < ds_model_shape_count(); i++)
@@ -75,6 +76,9 @@ int ds_cmd_make_model(int argc, char **argv) {
             if (ds_arg_float(a, v, 0, 1, &x)) return 2;
             o.mtp_agree_set = 1;
             o.mtp_agree = (float)x;
+        } else if (!strcmp(a, "--threads")) {
+            if (ds_arg_int(a, v, 0, 1024, &n)) return 2;
+            o.n_threads = (int)n;
         } else if (!strcmp(a, "--out")) {
             o.out = v;
         } else {

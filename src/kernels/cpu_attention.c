@@ -1,5 +1,5 @@
 /* cpu_attention.c - gated softmax attention over paged KV for the CPU backend
- * (spec 3.4): per-head q/k RMSNorm and partial NeoX RoPE, K and V written to
+ * (docs/model.md §3.4): per-head q/k RMSNorm and partial NeoX RoPE, K and V written to
  * their page slots, then attention by blocks and the sigmoid output gate.
  *
  * Blocks: up to QB consecutive tokens of one sequence and the query heads

@@ -1,4 +1,4 @@
-/* cpu_deltanet.c - the Gated DeltaNet mixer for the CPU backend (spec 3.5):
+/* cpu_deltanet.c - the Gated DeltaNet mixer for the CPU backend (docs/model.md §3.5):
  * causal depthwise conv over a K-1 window carried in the state slot, SiLU,
  * l2-normalised q and k, gates beta = sigmoid(b) and g = a_log_neg *
  * softplus(a + dt_bias), the delta rule on a [Hv][Dk][Dv] F32 state (token by

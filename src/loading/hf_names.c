@@ -1,4 +1,4 @@
-/* hf_names.c - the Hugging Face <-> canonical tensor name table (spec 2.3-2.7). */
+/* hf_names.c - the Hugging Face <-> canonical tensor name table (docs/model.md §2). */
 #include "loading/hf_names.h"
 
 const ds_hf_name DS_HF_LAYER_NAMES[] = {

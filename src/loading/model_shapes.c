@@ -1,5 +1,5 @@
 /* model_shapes.c - the configurations make-model knows by name. Real shapes
- * follow the released config.json values (spec 1.2); test shapes are small
+ * follow the released config.json values (docs/model.md §1.2); test shapes are small
  * but keep every structural feature: 3 GDN layers per full-attention layer,
  * Hk != Hv (so the V-head order matters), GQA, partial RoPE, an MTP block,
  * and widths that are multiples of 256 so K-quant blocks fit. */

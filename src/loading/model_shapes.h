@@ -1,5 +1,5 @@
 /* model_shapes.h - named model configurations for make-model: small test
- * shapes and the real Qwen3.5 / Qwen3 shapes (spec section 1.2). */
+ * shapes and the real Qwen3.5 / Qwen3 shapes (docs/model.md §1.2). */
 #ifndef DS_MODEL_SHAPES_H
 #define DS_MODEL_SHAPES_H
 

@@ -1,5 +1,5 @@
 /* model_spec.c - what tensors a Qwen3 / Qwen3.5 / Qwen3.5-MoE model has, with
- * which shapes, derived from its config alone (spec sections 2 and 2.7). The
+ * which shapes, derived from its config alone (docs/model.md §2). The
  * loaders validate files against this list and make-model writes it. */
 #include <stdarg.h>
 #include <stdio.h>

@@ -1,4 +1,4 @@
-/* attention.c - gated softmax attention over paged KV (spec 3.4): the q/k/v
+/* attention.c - gated softmax attention over paged KV (docs/model.md §3.4): the q/k/v
  * projections, then the backend's attention op (per-head q/k RMSNorm, partial
  * NeoX RoPE, K and V written to each token's page slot, GQA softmax over
  * positions 0..pos of the token's own sequence, sigmoid output gate in

@@ -1,4 +1,4 @@
-/* deltanet.c - the Gated DeltaNet mixer (spec 3.5): the input projections,
+/* deltanet.c - the Gated DeltaNet mixer (docs/model.md §3.5): the input projections,
  * the backend's deltanet op (causal depthwise conv with a K-1 window carried
  * in the state slot, l2-normalised q and k, the gated delta rule on a
  * [Hv][Dk][Dv] F32 state, a per-head RMSNorm gated by SiLU(z)), then the

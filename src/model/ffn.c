@@ -1,6 +1,6 @@
-/* ffn.c - the feed-forward block: SwiGLU (spec 3.6), or the Qwen3.5 mixture
- * of experts (spec 3.7): softmax over all experts in F32, top-k, weights
- * renormalised, plus a shared expert gated by a per-token sigmoid.
+/* ffn.c - the feed-forward block: SwiGLU (docs/model.md §3.6), or the
+ * Qwen3.5 mixture of experts (§3.7): softmax over all experts in F32, top-k,
+ * weights renormalised, plus a shared expert gated by a per-token sigmoid.
  * Tokens are grouped by expert so each expert's weights are read once per call. */
 #include <math.h>
 #include <string.h>
@@ -17,7 +17,7 @@ static void swiglu(ds_model *m, ds_w gate, ds_w up, ds_w down, int F, int n, con
     ds_be_matmul1(m->be, y, ldy, down, w->ff1, F, n);
 }
 
-/* Experts (spec 3.7): tokens grouped by expert, then every active expert's
+/* Experts (docs/model.md §3.7): tokens grouped by expert, then every active expert's
  * gate and up projections in one grouped product (each expert's weights read
  * once), one SwiGLU over all routed rows, the down projections likewise, and
  * each token's experts added to it in expert order, so its sum does not

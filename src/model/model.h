@@ -100,7 +100,7 @@ ds_status ds_model_verify_commit(ds_model *m, ds_state_pool *st, const ds_state_
 /* Floats one verify record takes per DeltaNet layer (ds_record_pool_init). */
 size_t ds_model_verify_record_floats(const ds_model *m);
 
-/* The MTP head (spec 5.1) over a batch whose tokens are x_{t+1} at position t,
+/* The MTP head (docs/model.md §5.1) over a batch whose tokens are x_{t+1} at position t,
  * with hidden_in[i] = h_t for each token (the main model's final hidden state
  * after the final norm, or the head's own previous output when drafting more
  * than one token). Its attention layer uses its own KV pool (one layer per

@@ -1,4 +1,4 @@
-/* mtp.c - the MTP head (spec 5.1): from the main model's normed hidden state
+/* mtp.c - the MTP head (docs/model.md §5.1): from the main model's normed hidden state
  * h_t and the next token x_{t+1}, one full-attention decoder layer with its
  * own KV cache predicts token t+2 through the shared output head:
  *   c = eh_proj @ [rms(E[x], enorm) ; rms(h, hnorm)],  c = Layer(c),  logits = head(rms(c, head_norm)). */

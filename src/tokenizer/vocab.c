@@ -19,7 +19,7 @@ const char DS_PRETOK_QWEN35[] =
     "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?[\\p{L}\\p{M}]+|\\p{N}| ?[^\\s\\p{L}\\p{M}\\p{N}]+[\\r\\n]*|"
     "\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";
 
-/* Qwen3.5's added tokens in id order (spec section 6); `special` as its tokenizer marks them. */
+/* Qwen3.5's added tokens in id order (docs/model.md §6); `special` as its tokenizer marks them. */
 static const struct { const char *text; int special; } QWEN35_ADDED[] = {
     {"<|endoftext|>", 1}, {"<|im_start|>", 1}, {"<|im_end|>", 1}, {"<|object_ref_start|>", 1},
     {"<|object_ref_end|>", 1}, {"<|box_start|>", 1}, {"<|box_end|>", 1}, {"<|quad_start|>", 1},

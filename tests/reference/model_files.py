@@ -1,8 +1,8 @@
 """model_files.py - an independent numpy reader of GGUF files and Hugging Face
 safetensors directories, written from the format descriptions (GGUF v3 as
 ggml's gguf.cpp and gguf-py define it, safetensors as its spec defines it) and
-from the llama.cpp converter's conventions for Qwen3 / Qwen3.5 (spec sections
-2 and 2.7), not from deltaserve's C code, so that the two can check each other.
+from the llama.cpp converter's conventions for Qwen3 / Qwen3.5 (docs/model.md
+§2), not from deltaserve's C code, so that the two can check each other.
 
     m = open_model(path)         # a .gguf file, or a directory with config.json
     m.format                     # "gguf" or "safetensors"

@@ -1,12 +1,12 @@
 """qwen35_ref.py - an independent NumPy implementation of the Qwen3 / Qwen3.5 /
 Qwen3.5-MoE forward pass and MTP head, written from the architecture spec
-(shared docs, qwen35-spec.md sections 3 and 5), in float64.
+(docs/model.md §3 and §5), in float64.
 
 It takes a config dict and the canonical tensors (GGUF names; arrays in PyTorch
 order, i.e. [out, in] for a linear weight; norms already holding the multiplier,
 ssm_a = -exp(A_log)), as tests/reference/model_files.py loads them from either
 file format. It runs one sequence token by token with the plain recurrence: no
-chunking, no paging, nothing shared with the C code but the spec.
+chunking, no paging, nothing shared with the C code but docs/model.md.
 """
 
 import numpy as np
@@ -57,7 +57,7 @@ class Reference:
     def w(self, layer, name):
         return self.t[f"blk.{layer}.{name}"] if layer is not None else self.t[name]
 
-    # --- attention (spec 3.4) ---
+    # --- attention (docs/model.md §3.4) ---
     def attention(self, L, u, pos, cache):
         c = self.c
         nh, nkv, hd = c["n_head"], c["n_head_kv"], c["head_dim"]
@@ -89,7 +89,7 @@ class Reference:
             out = out * sigmoid(gate)
         return self.w(L, "attn_output.weight") @ out.reshape(-1)
 
-    # --- Gated DeltaNet (spec 3.5), recurrent form ---
+    # --- Gated DeltaNet (docs/model.md §3.5), recurrent form ---
     def deltanet(self, L, u):
         c = self.c
         Hk, Hv, Dk, Dv, K = c["lin_k_heads"], c["lin_v_heads"], c["lin_k_dim"], c["lin_v_dim"], c["conv_kernel"]
@@ -126,7 +126,7 @@ class Reference:
         yh = n * silu(z)
         return self.w(L, "ssm_out.weight") @ yh.reshape(-1)
 
-    # --- feed-forward (spec 3.6, 3.7) ---
+    # --- feed-forward (docs/model.md §3.6, §3.7) ---
     def ffn(self, L, u):
         c = self.c
         if c["arch"] != "qwen35moe":
@@ -178,7 +178,7 @@ class Reference:
         return np.array(logits), np.array(hidden)
 
     def mtp(self, token, hidden, pos):
-        """MTP head (spec 5.1): next token x_{t+1}, main hidden h_t, at position t."""
+        """MTP head (docs/model.md §5.1): next token x_{t+1}, main hidden h_t, at position t."""
         c = self.c
         L = c["n_layer"]
         e = rms_norm(self.t["token_embd.weight"][token], self.w(L, "nextn.enorm.weight"), c["rms_eps"])

@@ -10,8 +10,8 @@
 #include <unistd.h>
 
 #include "kernels/cpu.h"
-#include "loading/model_make.h"
 #include "model/model.h"
+#include "model/model_make.h"
 #include "testing.h"
 
 #define PAGE 16

@@ -29,7 +29,7 @@
 #include <unistd.h>
 
 #include "engine/engine.h"
-#include "loading/model_make.h"
+#include "model/model_make.h"
 #include "testing.h"
 
 #define MAXREQ 256

@@ -11,8 +11,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "loading/model_make.h"
 #include "model/model.h"
+#include "model/model_make.h"
 #include "testing.h"
 
 #define PAGE 16

@@ -10,7 +10,7 @@
  * canonical tensors except for the V-head order, which is checked against an
  * independent grouped -> tiled permutation. Configs must agree between the
  * formats, and the derived sizes (ds_model_compute_stats) must match numbers
- * worked out by hand for the test shapes and the spec's section 4 table. */
+ * worked out by hand for the test shapes and the table of docs/model.md §4. */
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -22,8 +22,8 @@
 #include "kernels/dtype.h"
 #include "loading/model_file.h"
 #include "loading/model_file_int.h"
-#include "loading/model_make.h"
 #include "loading/model_shapes.h"
+#include "model/model_make.h"
 #include "testing.h"
 
 static char g_dir[512];
@@ -254,7 +254,7 @@ static ds_model_file *open_and_check(const variant *v, const char *path) {
 }
 
 /* ------------------------------------------------------------------------ */
-/* parameter counts worked out from the spec's tensor tables (section 2),   */
+/* parameter counts worked out from the tensor tables of docs/model.md §2,  */
 /* independently of model_spec.c                                            */
 
 typedef struct {
@@ -371,7 +371,7 @@ static void test_safetensors_roundtrip(void) {
     run_variants(vs, (int)(sizeof vs / sizeof vs[0]));
 }
 
-/* Independent grouped -> tiled permutation (spec 2.5): tiled V head j holds
+/* Independent grouped -> tiled permutation (docs/model.md §2.4): tiled V head j holds
  * grouped head (j % Hk) * R + j / Hk; both pair it with K head j % Hk. */
 static int tiled_source(int j, int hk, int hv) { return (j % hk) * (hv / hk) + j / hk; }
 
@@ -548,7 +548,7 @@ static void shape_stats(const char *shape, ds_model_stats *st, ds_model_config *
     ds_model_close(m);
 }
 
-/* Spec section 4: GDN state per sequence (S in F32, conv window 3 rows in
+/* docs/model.md §4: GDN state per sequence (S in F32, conv window 3 rows in
  * 16 bits) and KV per token (16-bit K and V of every attention layer). */
 static void test_stats_spec_table(void) {
     static const struct {
@@ -570,9 +570,9 @@ static void test_stats_spec_table(void) {
               st.n_full_layers, st.n_gdn_layers);
         CHECK(2LL * c.lin_k_heads * c.lin_k_dim + (int64_t)c.lin_v_heads * c.lin_v_dim == rows[i].conv_dim,
               "%s: conv_dim", rows[i].shape);
-        CHECK(st.gdn_state_bytes_per_seq == rows[i].state_per_seq, "%s: GDN state %lld, spec %lld", rows[i].shape,
+        CHECK(st.gdn_state_bytes_per_seq == rows[i].state_per_seq, "%s: GDN state %lld, table %lld", rows[i].shape,
               (long long)st.gdn_state_bytes_per_seq, (long long)rows[i].state_per_seq);
-        CHECK(st.kv_bytes_per_token == rows[i].kv_per_token, "%s: KV %lld, spec %lld", rows[i].shape,
+        CHECK(st.kv_bytes_per_token == rows[i].kv_per_token, "%s: KV %lld, table %lld", rows[i].shape,
               (long long)st.kv_bytes_per_token, (long long)rows[i].kv_per_token);
         param_counts p = hand_params(&c);
         CHECK(st.n_params == p.total && st.n_params_active == p.active && st.n_params_mtp == p.mtp,

@@ -30,7 +30,7 @@
 
 #include "loading/model_file.h"
 #include "loading/model_file_int.h"
-#include "loading/model_make.h"
+#include "model/model_make.h"
 #include "testing.h"
 
 static char g_dir[512];

@@ -15,8 +15,8 @@
 #include <jansson.h>
 
 #include "loading/model_file.h"
-#include "loading/model_make.h"
 #include "loading/safetensors.h"
+#include "model/model_make.h"
 #include "testing.h"
 
 static char g_dir[512];

@@ -17,7 +17,7 @@
 #include <unistd.h>
 
 #include "engine/engine.h"
-#include "loading/model_make.h"
+#include "model/model_make.h"
 #include "testing.h"
 
 #define MAXREQ 2048

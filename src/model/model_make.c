@@ -1,9 +1,10 @@
 /* model_make.c - make-model: deterministic random weights in real shapes,
  * written as GGUF or as a Hugging Face directory (see model_make.h). */
-#include "loading/model_make.h"
+#include "model/model_make.h"
 
 #include <jansson.h>
 #include <errno.h>
+#include <stdatomic.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -13,6 +14,7 @@
 #include "common/half.h"
 #include "common/progress.h"
 #include "common/mapped_file.h"
+#include "kernels/threadpool.h"
 #include "loading/gguf_writer.h"
 #include "loading/hf_names.h"
 #include "loading/model_shapes.h"
@@ -174,11 +176,47 @@ static void collect(const ds_tensor_spec *s, void *arg) {
     l->specs[l->n++] = *s;
 }
 
+/* --- quantising on every thread --- */
+
+/* Rows are quantised independently of each other, so whichever thread takes
+ * a row, its bytes are the same: the file does not depend on the thread count. */
+typedef struct {
+    ds_dtype type;
+    const float *src;
+    uint8_t *dst;
+    int64_t rows, cols;
+    size_t row_bytes;
+    atomic_llong next; /* first row not yet taken */
+} quant_job;
+
+static void quant_rows(void *ctx, int ith, int nth) {
+    quant_job *j = ctx;
+    /* chunks of about 64K elements: small enough to share out a matrix, big
+     * enough that taking one costs nothing */
+    const int64_t chunk = j->cols >= 65536 ? 1 : 65536 / j->cols;
+    for (;;) {
+        int64_t r = atomic_fetch_add(&j->next, chunk);
+        if (r >= j->rows) break;
+        int64_t end = r + chunk < j->rows ? r + chunk : j->rows;
+        for (; r < end; r++)
+            ds_quantize_row(j->type, j->src + r * j->cols, j->dst + (size_t)r * j->row_bytes, j->cols);
+    }
+}
+
+/* dst = rows x cols floats of src in type t, one row after the other */
+static void quantize_matrix(ds_pool *pool, ds_dtype t, const float *src, void *dst, int64_t rows, int64_t cols) {
+    quant_job j = {.type = t, .src = src, .dst = dst, .rows = rows, .cols = cols,
+                   .row_bytes = ds_dtype_row_bytes(t, cols)};
+    atomic_init(&j.next, 0);
+    ds_pool_run(pool, quant_rows, &j);
+}
+
 typedef struct {
     const ds_make_options *o;
     ds_model_config cfg;
     ds_vocab vocab;
     spec_list specs;
+    ds_pool *pool;              /* quantises (and converts) the rows of a matrix */
     ds_progress progress;
     uint64_t total_elems;
     float mtp_beta;             /* --mtp-agree perturbation */
@@ -313,8 +351,7 @@ static ds_status write_gguf(maker *mk, ds_err *e) {
         for (int64_t x = 0; x < s->ne[2] && !st; x++) {
             ds_make_values_ex(&mk->cfg, s, mk->o, mk->mtp_beta, (int)x, vals);
             ds_make_to_gguf_form(&mk->cfg, s, vals);
-            for (int64_t r = 0; r < s->ne[1]; r++)
-                ds_quantize_row(types[i], vals + r * s->ne[0], out + r * ds_dtype_row_bytes(types[i], s->ne[0]), s->ne[0]);
+            quantize_matrix(mk->pool, types[i], vals, out, s->ne[1], s->ne[0]);
             st = ds_gguf_writer_tensor_chunk(w, i, out, bytes, e);
             ds_progress_add(&mk->progress, (uint64_t)per);
         }
@@ -652,7 +689,7 @@ static ds_status write_shard(maker *mk, hf_list *l, int shard, int n_shards, ds_
             for (int half = 0; half < (en->spec_up >= 0 ? 2 : 1); half++) { /* fused: gate rows, then up rows */
                 const ds_tensor_spec *src = half ? &mk->specs.specs[en->spec_up] : s;
                 ds_make_values_ex(&mk->cfg, src, mk->o, mk->mtp_beta, x, vals);
-                ds_quantize_row(en->type, vals, out, per);
+                quantize_matrix(mk->pool, en->type, vals, out, s->ne[1], s->ne[0]);
                 bad |= fwrite(out, 1, bytes, f) != bytes;
                 ds_progress_add(&mk->progress, (uint64_t)per);
             }
@@ -713,7 +750,9 @@ static ds_status write_hf(maker *mk, ds_err *e) {
 
 ds_status ds_make_model(const ds_make_options *o, ds_err *e) {
     maker mk = {.o = o};
-    ds_status s = setup(&mk, e);
+    ds_status s = ds_pool_new(o->n_threads, &mk.pool, e);
+    if (s) return s;
+    s = setup(&mk, e);
     if (!s) {
         ds_progress_start(&mk.progress, "make-model", mk.total_elems);
         s = o->format == DS_FORMAT_GGUF ? write_gguf(&mk, e) : write_hf(&mk, e);
@@ -721,5 +760,6 @@ ds_status ds_make_model(const ds_make_options *o, ds_err *e) {
     }
     ds_vocab_free(&mk.vocab);
     free(mk.specs.specs);
+    ds_pool_free(mk.pool);
     return s;
 }

@@ -27,6 +27,7 @@ typedef struct {
     size_t shard_bytes;         /* HF: split into shards of about this size (0: one file) */
     int mtp_agree_set;          /* 1: make the MTP head agree with the model on mtp_agree of the tokens */
     float mtp_agree;            /* 0..1 (see model_make_mtp.c); needs an MTP head */
+    int n_threads;              /* quantising threads; <= 0: one per core. The file is the same for any count */
 } ds_make_options;
 
 ds_status ds_make_model(const ds_make_options *o, ds_err *e);

@@ -32,7 +32,7 @@
 #include "kernels/backend.h"
 #include "kernels/dtype.h"
 #include "kernels/ops.h"
-#include "loading/model_make.h"
+#include "model/model_make.h"
 
 #define DAMP 0.01f      /* output projections of every block but layer 0's FFN */
 #define DAMP_IN 1e-4f   /* the mixers before F's input, in layer 0 and the MTP block: F's input is

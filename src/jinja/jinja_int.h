@@ -1,6 +1,8 @@
 /* jinja_int.h - what the files of the Jinja engine share: the arena, values,
  * tokens, the syntax tree and the render state. Not for use outside
- * src/server/jinja*.c; the public interface is jinja.h.
+ * src/jinja/jinja*.c; the public interface is jinja/jinja.h. This layer uses
+ * only common/ (and jansson, utf8proc): the server, the command line and the
+ * fuzz targets include jinja/jinja.h.
  *
  *   jinja_lex.c       template text -> tokens (with HF's trim/lstrip preprocessing)
  *   jinja_parse.c     tokens -> syntax tree
@@ -23,7 +25,7 @@
 #include <string.h>
 
 #include "common/status.h"
-#include "server/jinja.h"
+#include "jinja/jinja.h"
 
 /* --- arena --- */
 

@@ -11,7 +11,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "server/jinja_int.h"
+#include "jinja/jinja_int.h"
 
 enum {
     M_UPPER, M_LOWER, M_STRIP, M_TITLE, M_CAPITALIZE, M_RSTRIP, M_LSTRIP, M_STARTSWITH, M_ENDSWITH, M_SPLIT,

@@ -24,7 +24,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "server/jinja_int.h"
+#include "jinja/jinja_int.h"
 
 static int exec_block(jr *r, const jlist *body, jscope *s, jbuf *out);
 

@@ -28,7 +28,7 @@
 #include <string.h>
 #include <utf8proc.h>
 
-#include "server/jinja_int.h"
+#include "jinja/jinja_int.h"
 
 /* --- arena --- */
 

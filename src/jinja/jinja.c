@@ -4,7 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "server/jinja_int.h"
+#include "jinja/jinja_int.h"
 
 #define COMPILE_MEMORY_LIMIT ((size_t)1 << 30)
 

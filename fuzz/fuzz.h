@@ -12,7 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "server/jinja.h"
+#include "jinja/jinja.h"
 
 #define FUZZ_FAIL(...)                                       \
     do {                                                     \

@@ -1,4 +1,4 @@
-/* fuzz_chat_template.c - the chat-template engine (server/jinja.h).
+/* fuzz_chat_template.c - the chat-template engine (jinja/jinja.h).
  * The first input byte picks the mode (value % 4), the rest is:
  *   0  a template: compiled, then rendered with a fixed context;
  *   1  message contents separated by NUL bytes (roles cycle system, user,
@@ -12,7 +12,7 @@
 #include <string.h>
 
 #include "fuzz.h"
-#include "server/jinja.h"
+#include "jinja/jinja.h"
 #include "server/json_text.h"
 #include "tokenizer/default_chat_template.h"
 

@@ -13,7 +13,7 @@
 #include <string.h>
 
 #include "fuzz.h"
-#include "server/jinja.h"
+#include "jinja/jinja.h"
 #include "server/json_text.h"
 #include "server/openai_request.h"
 #include "server/openai_response.h"

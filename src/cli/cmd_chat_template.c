@@ -1,5 +1,5 @@
 /* cmd_chat_template.c - `deltaserve chat-template`: renders chat requests with
- * a model's chat template (server/jinja.h), one request or a batch of them
+ * a model's chat template (jinja/jinja.h), one request or a batch of them
  * (the batch mode serves the comparison with @huggingface/jinja in
  * tests/chat_template). */
 #include <jansson.h>
@@ -12,7 +12,7 @@
 #include "cli/commands.h"
 #include "common/mapped_file.h"
 #include "loading/model_file.h"
-#include "server/jinja.h"
+#include "jinja/jinja.h"
 #include "server/json_text.h"
 
 #define MAX_INPUT ((size_t)1 << 30)

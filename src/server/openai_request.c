@@ -1,7 +1,7 @@
 /* openai_request.c - see openai_request.h. */
 #include "server/openai_request.h"
 
-#include "server/jinja.h"
+#include "jinja/jinja.h"
 #include "server/json_text.h"
 
 #include <math.h>

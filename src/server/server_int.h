@@ -8,7 +8,7 @@
 #include "engine/engine.h"
 #include "loading/model_file.h"
 #include "model/model.h"
-#include "server/jinja.h"
+#include "jinja/jinja.h"
 #include "server/metrics.h"
 #include "server/server.h"
 #include "server/json_constraint.h"

@@ -1,4 +1,4 @@
-/* test_jinja.c - the chat template engine (server/jinja.h): each construct,
+/* test_jinja.c - the chat template engine (jinja/jinja.h): each construct,
  * whitespace control, errors with their line:column, and the limits that keep
  * a hostile template or request from hanging or exhausting the server.
  * Expected texts are what @huggingface/jinja renders for the same input
@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "server/jinja.h"
+#include "jinja/jinja.h"
 #include "server/json_text.h"
 #include "testing.h"
 

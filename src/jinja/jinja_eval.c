@@ -24,34 +24,35 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "server/jinja_int.h"
+#include "jinja/jinja_int.h"
 
 static int exec_block(jr *r, const jlist *body, jscope *s, jbuf *out);
+static int eval_expr(jr *r, const jnode *n, jscope *s, jv *out);
 
 static int new_scope(jr *r, uint32_t pos, jscope *parent, jscope **out) {
-    jscope *c = ja_zalloc(&r->arena, sizeof *c);
+    jscope *c = ds_jinja_arena_zalloc(&r->arena, sizeof *c);
     jv vars;
-    if (!c || jv_new_object(r, pos, 0, JV_OBJECT, &vars)) return jr_oom(r, pos);
+    if (!c || ds_jinja_value_new_object(r, pos, 0, JV_OBJECT, &vars)) return ds_jinja_fail_oom(r, pos);
     c->parent = parent;
     c->vars = vars.u.o;
     *out = c;
     return J_OK;
 }
 
-static int scope_set(jr *r, uint32_t pos, jscope *s, jstr name, jv v) { return jobj_set(r, pos, s->vars, name, v); }
+static int scope_set(jr *r, uint32_t pos, jscope *s, jstr name, jv v) { return ds_jinja_obj_set(r, pos, s->vars, name, v); }
 
 /* Each HF Environment declares its own `namespace`, so that name resolves in
  * the innermost scope that has not assigned it; the other globals live in
  * the outermost scope only. */
 static int lookup(jr *r, uint32_t pos, jscope *s, jstr name, jv *out) {
     for (jscope *c = s; c; c = c->parent) {
-        const jv *v = jobj_get(c->vars, name.p, name.n);
+        const jv *v = ds_jinja_obj_get(c->vars, name.p, name.n);
         if (v) {
             *out = *v;
             return J_OK;
         }
         if (jstr_eq(name, "namespace") || !c->parent) {
-            int found = jb_global(r, pos, name.p, name.n, out);
+            int found = ds_jinja_builtin_global(r, pos, name.p, name.n, out);
             if (found < 0) return J_ERR;
             if (found) return J_OK;
         }
@@ -63,40 +64,40 @@ static int lookup(jr *r, uint32_t pos, jscope *s, jstr name, jv *out) {
 static int enter(jr *r, uint32_t pos) {
     if (++r->steps > r->lim.max_steps) {
         r->depth++;
-        return jr_fail(r, pos, DS_ENOMEM, "more than %llu evaluation steps", (unsigned long long)r->lim.max_steps);
+        return ds_jinja_fail(r, pos, DS_ENOMEM, "more than %llu evaluation steps", (unsigned long long)r->lim.max_steps);
     }
     if (++r->depth > r->lim.max_depth)
-        return jr_fail(r, pos, DS_ENOMEM, "evaluation nested more than %d deep", r->lim.max_depth);
+        return ds_jinja_fail(r, pos, DS_ENOMEM, "evaluation nested more than %d deep", r->lim.max_depth);
     return J_OK;
 }
 
 /* --- calls --- */
 
-int je_call_args(jr *r, const jlist *args, jscope *s, jv **out, int *n_out, jobj **kw_out) {
+int ds_jinja_eval_call_args(jr *r, const jlist *args, jscope *s, jv **out, int *n_out, jobj **kw_out) {
     int n_pos = 0, n_kw = 0;
     for (int i = 0; i < args->n; i++) {
         if (args->v[i]->kind == N_KWARG) n_kw++;
         else n_pos++;
     }
-    jv *v = ja_alloc(&r->arena, (size_t)(n_pos + 1) * sizeof *v);   /* room for the kwargs object */
-    if (!v) return jr_oom(r, args->n ? args->v[0]->pos : 0);
+    jv *v = ds_jinja_arena_alloc(&r->arena, (size_t)(n_pos + 1) * sizeof *v);   /* room for the kwargs object */
+    if (!v) return ds_jinja_fail_oom(r, args->n ? args->v[0]->pos : 0);
     int k = 0;
     for (int i = 0; i < args->n; i++)   /* positional first, as runtime.ts evaluates them */
-        if (args->v[i]->kind != N_KWARG) JTRY(je_eval(r, args->v[i], s, &v[k++]));
+        if (args->v[i]->kind != N_KWARG) JTRY(eval_expr(r, args->v[i], s, &v[k++]));
     jobj *kw = NULL;
     if (n_kw) {
         jv o;
-        JTRY(jv_new_object(r, args->v[0]->pos, (size_t)n_kw, JV_OBJECT, &o));
+        JTRY(ds_jinja_value_new_object(r, args->v[0]->pos, (size_t)n_kw, JV_OBJECT, &o));
         kw = o.u.o;
         kw->kwargs = 1;
         for (int i = 0; i < args->n; i++) {
             const jnode *a = args->v[i];
             if (a->kind != N_KWARG) continue;
-            if (jobj_get(kw, a->s.p, a->s.n))
-                return jr_fail(r, a->pos, DS_EINVAL, "keyword argument '%.*s' given twice", (int)a->s.n, a->s.p);
+            if (ds_jinja_obj_get(kw, a->s.p, a->s.n))
+                return ds_jinja_fail(r, a->pos, DS_EINVAL, "keyword argument '%.*s' given twice", (int)a->s.n, a->s.p);
             jv val;
-            JTRY(je_eval(r, a->a, s, &val));
-            JTRY(jobj_set(r, a->pos, kw, a->s, val));
+            JTRY(eval_expr(r, a->a, s, &val));
+            JTRY(ds_jinja_obj_set(r, a->pos, kw, a->s, val));
         }
     }
     *out = v;
@@ -113,8 +114,8 @@ static int call_macro(jr *r, uint32_t pos, const char *what, const jlist *params
     const jobj *kw = NULL;
     if (n > 0 && args[n - 1].k == JV_OBJECT && args[n - 1].u.o->kwargs) kw = args[--n].u.o;
     unsigned char *used = NULL, *have = NULL;
-    if (kw && kw->n && !(used = ja_zalloc(&r->arena, kw->n))) return jr_oom(r, pos);
-    if (params->n && !(have = ja_zalloc(&r->arena, (size_t)params->n))) return jr_oom(r, pos);
+    if (kw && kw->n && !(used = ds_jinja_arena_zalloc(&r->arena, kw->n))) return ds_jinja_fail_oom(r, pos);
+    if (params->n && !(have = ds_jinja_arena_zalloc(&r->arena, (size_t)params->n))) return ds_jinja_fail_oom(r, pos);
     for (int i = 0; i < params->n; i++) {
         const jnode *p = params->v[i];
         jv val = jv_undef();
@@ -132,40 +133,40 @@ static int call_macro(jr *r, uint32_t pos, const char *what, const jlist *params
         JTRY(scope_set(r, pos, ms, p->s, val));
     }
     jv rest_kw;
-    JTRY(jv_new_object(r, pos, 0, JV_OBJECT, &rest_kw));
+    JTRY(ds_jinja_value_new_object(r, pos, 0, JV_OBJECT, &rest_kw));
     if (kw)
         for (size_t k = 0; k < kw->n; k++)
-            if (!used[k]) JTRY(jobj_set(r, pos, rest_kw.u.o, kw->keys[k], kw->vals[k]));
+            if (!used[k]) JTRY(ds_jinja_obj_set(r, pos, rest_kw.u.o, kw->keys[k], kw->vals[k]));
     if (flags & JN_USES_KWARGS) {
         JTRY(scope_set(r, pos, ms, (jstr){"kwargs", 6}, rest_kw));
     } else if (rest_kw.u.o->n) {
-        return jr_fail(r, pos, DS_EINVAL, "macro %s takes no keyword argument '%.*s'", what,
+        return ds_jinja_fail(r, pos, DS_EINVAL, "macro %s takes no keyword argument '%.*s'", what,
                        (int)rest_kw.u.o->keys[0].n, rest_kw.u.o->keys[0].p);
     }
     if (flags & JN_USES_VARARGS) {
         jv extra;
         size_t m = n > params->n ? (size_t)(n - params->n) : 0;
-        JTRY(jv_new_array(r, pos, m, &extra));
+        JTRY(ds_jinja_value_new_array(r, pos, m, &extra));
         for (size_t k = 0; k < m; k++) extra.u.a->items[k] = args[params->n + (int)k];
         JTRY(scope_set(r, pos, ms, (jstr){"varargs", 7}, extra));
     } else if (n > params->n) {
-        return jr_fail(r, pos, DS_EINVAL, "macro %s takes at most %d argument(s)", what, params->n);
+        return ds_jinja_fail(r, pos, DS_EINVAL, "macro %s takes at most %d argument(s)", what, params->n);
     }
     for (int i = 0; i < params->n; i++) {   /* defaults see every parameter already bound */
         const jnode *p = params->v[i];
         if (p->kind != N_KWARG || have[i]) continue;
         jv val;
-        JTRY(je_eval(r, p->a, ms, &val));
+        JTRY(eval_expr(r, p->a, ms, &val));
         JTRY(scope_set(r, pos, ms, p->s, val));
     }
     jbuf b = {0};
     int rc = exec_block(r, body, ms, &b);
     if (rc) return rc;   /* break/continue travel on to the caller's loop, as HF's exceptions do */
-    return jv_buf_to_str(r, pos, &b, out);
+    return ds_jinja_value_buf_to_str(r, pos, &b, out);
 }
 
-int je_call_function(jr *r, uint32_t pos, jv fn, jv *args, int n, jscope *s, jv *out) {
-    if (fn.k != JV_FUNC) return jr_fail(r, pos, DS_EINVAL, "cannot call %s: it is not a function", jv_type_name(fn));
+static int call_function(jr *r, uint32_t pos, jv fn, jv *args, int n, jscope *s, jv *out) {
+    if (fn.k != JV_FUNC) return ds_jinja_fail(r, pos, DS_EINVAL, "cannot call %s: it is not a function", ds_jinja_value_type_name(fn));
     const jfunc *f = fn.u.f;
     if (f->kind == JF_MACRO) {
         char what[80];
@@ -174,21 +175,21 @@ int je_call_function(jr *r, uint32_t pos, jv fn, jv *args, int n, jscope *s, jv 
     }
     if (f->kind == JF_CALLER)
         return call_macro(r, pos, "None", &f->node->l1, &f->node->l2, f->node->flag, f->scope, args, n, out);
-    return jb_call_builtin(r, pos, f, args, n, out);
+    return ds_jinja_builtin_call(r, pos, f, args, n, out);
 }
 
 /* --- expressions --- */
 
 static int eval_slice(jr *r, const jnode *n, jv obj, jscope *s, jv *out) {
-    if (obj.k != JV_ARRAY && obj.k != JV_STR) return jr_fail(r, n->pos, DS_EINVAL, "only a list or a string can be sliced");
+    if (obj.k != JV_ARRAY && obj.k != JV_STR) return ds_jinja_fail(r, n->pos, DS_EINVAL, "only a list or a string can be sliced");
     jv part[3];
     const jnode *nodes[3] = {n->a, n->b, n->c};
     for (int i = 0; i < 3; i++) {
         part[i] = jv_undef();
-        if (nodes[i]) JTRY(je_eval(r, nodes[i], s, &part[i]));
+        if (nodes[i]) JTRY(eval_expr(r, nodes[i], s, &part[i]));
         if (part[i].k != JV_INT && part[i].k != JV_UNDEF)
-            return jr_fail(r, n->pos, DS_EINVAL, "slice indices must be integers or undefined, got %s",
-                           jv_type_name(part[i]));
+            return ds_jinja_fail(r, n->pos, DS_EINVAL, "slice indices must be integers or undefined, got %s",
+                           ds_jinja_value_type_name(part[i]));
     }
     /* a string is sliced by code points (Array.from) */
     size_t *cp_at = NULL, len;
@@ -197,12 +198,12 @@ static int eval_slice(jr *r, const jnode *n, jv obj, jscope *s, jv *out) {
     } else {
         jstr str = obj.u.s;
         len = 0;
-        for (size_t i = 0, k; i < str.n; i += k, len++) wtf8_decode(str.p + i, str.n - i, &k);
-        if (!(cp_at = ja_alloc(&r->arena, (len + 1) * sizeof *cp_at))) return jr_oom(r, n->pos);
+        for (size_t i = 0, k; i < str.n; i += k, len++) ds_jinja_wtf8_decode(str.p + i, str.n - i, &k);
+        if (!(cp_at = ds_jinja_arena_alloc(&r->arena, (len + 1) * sizeof *cp_at))) return ds_jinja_fail_oom(r, n->pos);
         size_t c = 0;
         for (size_t i = 0, k; i < str.n; i += k) {
             cp_at[c++] = i;
-            wtf8_decode(str.p + i, str.n - i, &k);
+            ds_jinja_wtf8_decode(str.p + i, str.n - i, &k);
         }
         cp_at[len] = str.n;
     }
@@ -218,7 +219,7 @@ static int eval_slice(jr *r, const jnode *n, jv obj, jscope *s, jv *out) {
     size_t count = 0;
     if (dir != 0 && dir * start < dir * stop) count = (size_t)ceil((dir * stop - dir * start) / fabs(step));
     if (obj.k == JV_ARRAY) {
-        JTRY(jv_new_array(r, n->pos, count, out));
+        JTRY(ds_jinja_value_new_array(r, n->pos, count, out));
         double i = start;
         for (size_t k = 0; k < count; k++, i += step) out->u.a->items[k] = obj.u.a->items[(size_t)i];
         return J_OK;
@@ -227,23 +228,23 @@ static int eval_slice(jr *r, const jnode *n, jv obj, jscope *s, jv *out) {
     double i = start;
     for (size_t k = 0; k < count; k++, i += step) {
         size_t at = (size_t)i;
-        JTRY(jbuf_put(r, n->pos, &b, obj.u.s.p + cp_at[at], cp_at[at + 1] - cp_at[at]));
+        JTRY(ds_jinja_buf_put(r, n->pos, &b, obj.u.s.p + cp_at[at], cp_at[at + 1] - cp_at[at]));
     }
-    return jv_buf_to_str(r, n->pos, &b, out);
+    return ds_jinja_value_buf_to_str(r, n->pos, &b, out);
 }
 
 static int eval_member(jr *r, const jnode *n, jscope *s, jv *out) {
     jv obj, prop;
-    JTRY(je_eval(r, n->a, s, &obj));
+    JTRY(eval_expr(r, n->a, s, &obj));
     if (n->flag) {
         if (n->b->kind == N_SLICE) return eval_slice(r, n->b, obj, s, out);
-        JTRY(je_eval(r, n->b, s, &prop));
+        JTRY(eval_expr(r, n->b, s, &prop));
     } else if (n->b->kind == N_INT) {
         prop = jv_int(n->b->num);
     } else {
         prop = jv_str(n->b->s.p, n->b->s.n);
     }
-    return jb_member(r, n->pos, obj, prop, out);
+    return ds_jinja_builtin_member(r, n->pos, obj, prop, out);
 }
 
 static const char *op_name(int op) {
@@ -254,23 +255,23 @@ static const char *op_name(int op) {
 
 static int raw_concat(jr *r, uint32_t pos, jv a, jv b, jv *out) {
     jbuf buf = {0};
-    JTRY(jv_raw_string(r, pos, a, &buf));
-    JTRY(jv_raw_string(r, pos, b, &buf));
-    return jv_buf_to_str(r, pos, &buf, out);
+    JTRY(ds_jinja_value_raw_string(r, pos, a, &buf));
+    JTRY(ds_jinja_value_raw_string(r, pos, b, &buf));
+    return ds_jinja_value_buf_to_str(r, pos, &buf, out);
 }
 
 static int eval_binary(jr *r, const jnode *n, jscope *s, jv *out) {
     uint32_t pos = n->pos;
     int op = n->op;
     jv l, rt;
-    JTRY(je_eval(r, n->a, s, &l));
-    if (op == OP_AND) return jv_truthy(l) ? je_eval(r, n->b, s, out) : (*out = l, J_OK);
-    if (op == OP_OR) return jv_truthy(l) ? (*out = l, J_OK) : je_eval(r, n->b, s, out);
-    JTRY(je_eval(r, n->b, s, &rt));
+    JTRY(eval_expr(r, n->a, s, &l));
+    if (op == OP_AND) return ds_jinja_value_truthy(l) ? eval_expr(r, n->b, s, out) : (*out = l, J_OK);
+    if (op == OP_OR) return ds_jinja_value_truthy(l) ? (*out = l, J_OK) : eval_expr(r, n->b, s, out);
+    JTRY(eval_expr(r, n->b, s, &rt));
     if (op == OP_EQ || op == OP_NE) {
         int eq;
-        JTRY(jr_scan(r, pos, (l.k == JV_STR ? l.u.s.n : 0) + (rt.k == JV_STR ? rt.u.s.n : 0)));
-        JTRY(jv_loose_eq(r, pos, l, rt, &eq));
+        JTRY(ds_jinja_charge_scan(r, pos, (l.k == JV_STR ? l.u.s.n : 0) + (rt.k == JV_STR ? rt.u.s.n : 0)));
+        JTRY(ds_jinja_value_loose_eq(r, pos, l, rt, &eq));
         *out = jv_bool(op == OP_EQ ? eq : !eq);
         return J_OK;
     }
@@ -279,16 +280,16 @@ static int eval_binary(jr *r, const jnode *n, jscope *s, jv *out) {
             *out = jv_bool(op == OP_NOTIN);
             return J_OK;
         }
-        return jr_fail(r, pos, DS_EINVAL, "cannot apply '%s' to undefined", op_name(op));
+        return ds_jinja_fail(r, pos, DS_EINVAL, "cannot apply '%s' to undefined", op_name(op));
     }
-    if (l.k == JV_NULL || rt.k == JV_NULL) return jr_fail(r, pos, DS_EINVAL, "cannot apply '%s' to none", op_name(op));
+    if (l.k == JV_NULL || rt.k == JV_NULL) return ds_jinja_fail(r, pos, DS_EINVAL, "cannot apply '%s' to none", op_name(op));
     if (op == OP_CONCAT) return raw_concat(r, pos, l, rt, out);
     int lnum = l.k == JV_INT || l.k == JV_FLOAT, rnum = rt.k == JV_INT || rt.k == JV_FLOAT;
     if (op == OP_POW && (lnum || l.k == JV_BOOL) && (rnum || rt.k == JV_BOOL)) {
         double a = l.k == JV_BOOL ? l.u.b : l.u.n, b = rt.k == JV_BOOL ? rt.u.b : rt.u.n;
-        if (a == 0 && b < 0) return jr_fail(r, pos, DS_EINVAL, "0.0 cannot be raised to a negative power");
+        if (a == 0 && b < 0) return ds_jinja_fail(r, pos, DS_EINVAL, "0.0 cannot be raised to a negative power");
         double res = pow(a, b);
-        if (!isfinite(res)) return jr_fail(r, pos, DS_EINVAL, "exponentiation result is not a finite real number");
+        if (!isfinite(res)) return ds_jinja_fail(r, pos, DS_EINVAL, "exponentiation result is not a finite real number");
         *out = l.k == JV_FLOAT || rt.k == JV_FLOAT || b < 0 ? jv_float(res) : jv_int(res);
         return J_OK;
     }
@@ -310,7 +311,7 @@ static int eval_binary(jr *r, const jnode *n, jscope *s, jv *out) {
         }
     } else if (l.k == JV_ARRAY && rt.k == JV_ARRAY) {
         if (op == OP_ADD) {
-            JTRY(jv_new_array(r, pos, l.u.a->n + rt.u.a->n, out));
+            JTRY(ds_jinja_value_new_array(r, pos, l.u.a->n + rt.u.a->n, out));
             if (l.u.a->n) memcpy(out->u.a->items, l.u.a->items, l.u.a->n * sizeof(jv));
             if (rt.u.a->n) memcpy(out->u.a->items + l.u.a->n, rt.u.a->items, rt.u.a->n * sizeof(jv));
             return J_OK;
@@ -318,36 +319,36 @@ static int eval_binary(jr *r, const jnode *n, jscope *s, jv *out) {
     } else if (rt.k == JV_ARRAY) {
         if (op == OP_IN || op == OP_NOTIN) {
             int member = 0;
-            JTRY(jr_scan(r, pos, rt.u.a->n * 8 + (l.k == JV_STR ? l.u.s.n : 0)));
-            for (size_t i = 0; i < rt.u.a->n && !member; i++) member = jv_strict_eq(rt.u.a->items[i], l);
+            JTRY(ds_jinja_charge_scan(r, pos, rt.u.a->n * 8 + (l.k == JV_STR ? l.u.s.n : 0)));
+            for (size_t i = 0; i < rt.u.a->n && !member; i++) member = ds_jinja_value_strict_eq(rt.u.a->items[i], l);
             *out = jv_bool(op == OP_IN ? member : !member);
             return J_OK;
         }
     }
     if ((l.k == JV_STR || rt.k == JV_STR) && op == OP_ADD) return raw_concat(r, pos, l, rt, out);
     if (l.k == JV_STR && rt.k == JV_STR && (op == OP_IN || op == OP_NOTIN)) {
-        JTRY(jr_scan(r, pos, rt.u.s.n));
+        JTRY(ds_jinja_charge_scan(r, pos, rt.u.s.n));
         int found = l.u.s.n == 0 || (l.u.s.n <= rt.u.s.n && memmem(rt.u.s.p, rt.u.s.n, l.u.s.p, l.u.s.n));
         *out = jv_bool(op == OP_IN ? found : !found);
         return J_OK;
     }
     if (l.k == JV_STR && rt.k == JV_OBJECT && (op == OP_IN || op == OP_NOTIN)) {
-        int found = jobj_get(rt.u.o, l.u.s.p, l.u.s.n) != NULL;
+        int found = ds_jinja_obj_get(rt.u.o, l.u.s.p, l.u.s.n) != NULL;
         *out = jv_bool(op == OP_IN ? found : !found);
         return J_OK;
     }
-    return jr_fail(r, pos, DS_EINVAL, "cannot apply '%s' to %s and %s", op_name(op), jv_type_name(l), jv_type_name(rt));
+    return ds_jinja_fail(r, pos, DS_EINVAL, "cannot apply '%s' to %s and %s", op_name(op), ds_jinja_value_type_name(l), ds_jinja_value_type_name(rt));
 }
 
 static int eval_unary(jr *r, const jnode *n, jscope *s, jv *out) {
     jv v;
-    JTRY(je_eval(r, n->a, s, &v));
+    JTRY(eval_expr(r, n->a, s, &v));
     if (n->op == OP_NOT) {
-        *out = jv_bool(!jv_truthy(v));
+        *out = jv_bool(!ds_jinja_value_truthy(v));
         return J_OK;
     }
     if (v.k != JV_INT && v.k != JV_FLOAT && v.k != JV_BOOL)
-        return jr_fail(r, n->pos, DS_EINVAL, "cannot apply unary '%s' to %s", op_name(n->op), jv_type_name(v));
+        return ds_jinja_fail(r, n->pos, DS_EINVAL, "cannot apply unary '%s' to %s", op_name(n->op), ds_jinja_value_type_name(v));
     double x = v.k == JV_BOOL ? v.u.b : v.u.n, sign = n->op == OP_NEG ? -1 : 1;
     *out = v.k == JV_FLOAT ? jv_float(sign * x) : jv_int(sign * x);
     return J_OK;
@@ -361,18 +362,18 @@ static int eval_node(jr *r, const jnode *n, jscope *s, jv *out) {
     case N_IDENT: return lookup(r, n->pos, s, n->s, out);
     case N_ARRAY:
     case N_TUPLE:
-        JTRY(jv_new_array(r, n->pos, (size_t)n->l1.n, out));
+        JTRY(ds_jinja_value_new_array(r, n->pos, (size_t)n->l1.n, out));
         out->u.a->tuple = n->kind == N_TUPLE;
-        for (int i = 0; i < n->l1.n; i++) JTRY(je_eval(r, n->l1.v[i], s, &out->u.a->items[i]));
+        for (int i = 0; i < n->l1.n; i++) JTRY(eval_expr(r, n->l1.v[i], s, &out->u.a->items[i]));
         return J_OK;
     case N_DICT:
-        JTRY(jv_new_object(r, n->pos, (size_t)n->l1.n, JV_OBJECT, out));
+        JTRY(ds_jinja_value_new_object(r, n->pos, (size_t)n->l1.n, JV_OBJECT, out));
         for (int i = 0; i < n->l1.n; i++) {
             jv k, v;
-            JTRY(je_eval(r, n->l1.v[i], s, &k));
-            if (k.k != JV_STR) return jr_fail(r, n->l1.v[i]->pos, DS_EINVAL, "dict keys must be strings, got %s", jv_type_name(k));
-            JTRY(je_eval(r, n->l2.v[i], s, &v));
-            JTRY(jobj_set(r, n->pos, out->u.o, k.u.s, v));
+            JTRY(eval_expr(r, n->l1.v[i], s, &k));
+            if (k.k != JV_STR) return ds_jinja_fail(r, n->l1.v[i]->pos, DS_EINVAL, "dict keys must be strings, got %s", ds_jinja_value_type_name(k));
+            JTRY(eval_expr(r, n->l2.v[i], s, &v));
+            JTRY(ds_jinja_obj_set(r, n->pos, out->u.o, k.u.s, v));
         }
         return J_OK;
     case N_MEMBER: return eval_member(r, n, s, out);
@@ -380,48 +381,48 @@ static int eval_node(jr *r, const jnode *n, jscope *s, jv *out) {
         jv *args, fn;
         int na;
         jobj *kw;
-        JTRY(je_call_args(r, &n->l1, s, &args, &na, &kw));
+        JTRY(ds_jinja_eval_call_args(r, &n->l1, s, &args, &na, &kw));
         if (kw) {   /* the call passes its keyword arguments as one last argument */
             args[na].k = JV_OBJECT;
             args[na++].u.o = kw;
         }
-        JTRY(je_eval(r, n->a, s, &fn));
-        return je_call_function(r, n->pos, fn, args, na, s, out);
+        JTRY(eval_expr(r, n->a, s, &fn));
+        return call_function(r, n->pos, fn, args, na, s, out);
     }
     case N_UNARY: return eval_unary(r, n, s, out);
     case N_BINARY: return eval_binary(r, n, s, out);
     case N_FILTER: {
         jv v;
-        JTRY(je_eval(r, n->a, s, &v));
-        return jb_apply_filter(r, n, v, s, out);
+        JTRY(eval_expr(r, n->a, s, &v));
+        return ds_jinja_builtin_filter(r, n, v, s, out);
     }
     case N_TEST: {
         jv v;
         int res;
-        JTRY(je_eval(r, n->a, s, &v));
-        JTRY(jb_test(r, n, n->s.p, n->s.n, &v, 1, &res));
+        JTRY(eval_expr(r, n->a, s, &v));
+        JTRY(ds_jinja_builtin_test(r, n, n->s.p, n->s.n, &v, 1, &res));
         *out = jv_bool(n->flag ? !res : res);
         return J_OK;
     }
     case N_SELECT: {
         jv t;
-        JTRY(je_eval(r, n->b, s, &t));
-        if (!jv_truthy(t)) {
+        JTRY(eval_expr(r, n->b, s, &t));
+        if (!ds_jinja_value_truthy(t)) {
             *out = jv_undef();
             return J_OK;
         }
-        return je_eval(r, n->a, s, out);
+        return eval_expr(r, n->a, s, out);
     }
     case N_TERNARY: {
         jv t;
-        JTRY(je_eval(r, n->a, s, &t));
-        return je_eval(r, jv_truthy(t) ? n->b : n->c, s, out);
+        JTRY(eval_expr(r, n->a, s, &t));
+        return eval_expr(r, ds_jinja_value_truthy(t) ? n->b : n->c, s, out);
     }
-    default: return jr_fail(r, n->pos, DS_EINVAL, "this is not an expression");
+    default: return ds_jinja_fail(r, n->pos, DS_EINVAL, "this is not an expression");
     }
 }
 
-int je_eval(jr *r, const jnode *n, jscope *s, jv *out) {
+static int eval_expr(jr *r, const jnode *n, jscope *s, jv *out) {
     int rc = enter(r, n->pos);
     if (!rc) rc = eval_node(r, n, s, out);
     r->depth--;
@@ -435,7 +436,7 @@ static int bind_target(jr *r, const jnode *target, jv v, jscope *s, const char *
     if (target->kind == N_IDENT) return scope_set(r, target->pos, s, target->s, v);
     for (int j = 0; j < target->l1.n; j++) {
         const jnode *t = target->l1.v[j];
-        if (t->kind != N_IDENT) return jr_fail(r, t->pos, DS_EINVAL, "can only unpack %s into names", what);
+        if (t->kind != N_IDENT) return ds_jinja_fail(r, t->pos, DS_EINVAL, "can only unpack %s into names", what);
         JTRY(scope_set(r, t->pos, s, t->s, v.u.a->items[j]));
     }
     return J_OK;
@@ -444,9 +445,9 @@ static int bind_target(jr *r, const jnode *target, jv v, jscope *s, const char *
 static int check_unpack(jr *r, const jnode *target, jv v, int allow_tuple) {
     if (target->kind != N_TUPLE) return J_OK;
     if (v.k != JV_ARRAY || (!allow_tuple && v.u.a->tuple))
-        return jr_fail(r, target->pos, DS_EINVAL, "cannot unpack %s", jv_type_name(v));
+        return ds_jinja_fail(r, target->pos, DS_EINVAL, "cannot unpack %s", ds_jinja_value_type_name(v));
     if ((size_t)target->l1.n != v.u.a->n)
-        return jr_fail(r, target->pos, DS_EINVAL, "too %s items to unpack (%d names, %zu items)",
+        return ds_jinja_fail(r, target->pos, DS_EINVAL, "too %s items to unpack (%d names, %zu items)",
                        (size_t)target->l1.n > v.u.a->n ? "few" : "many", target->l1.n, v.u.a->n);
     return J_OK;
 }
@@ -464,20 +465,20 @@ static int exec_for(jr *r, const jnode *n, jscope *outer, jbuf *out) {
         iter_node = iter_node->a;
     }
     jv it;
-    JTRY(je_eval(r, iter_node, s, &it));
+    JTRY(eval_expr(r, iter_node, s, &it));
     if (it.k == JV_OBJECT) {
         jv keys;
-        JTRY(jv_new_array(r, pos, it.u.o->n, &keys));
+        JTRY(ds_jinja_value_new_array(r, pos, it.u.o->n, &keys));
         for (size_t i = 0; i < it.u.o->n; i++) keys.u.a->items[i] = jv_str(it.u.o->keys[i].p, it.u.o->keys[i].n);
         it = keys;
     } else if (it.k != JV_ARRAY) {
-        return jr_fail(r, pos, DS_EINVAL, "cannot loop over %s", jv_type_name(it));
+        return ds_jinja_fail(r, pos, DS_EINVAL, "cannot loop over %s", ds_jinja_value_type_name(it));
     }
     jarr *src = it.u.a;
     jv *items = src->items;
     size_t n_items = src->n;
     if (test || n->a->kind == N_TUPLE) {
-        if (n_items && !(items = ja_alloc(&r->arena, n_items * sizeof *items))) return jr_oom(r, pos);
+        if (n_items && !(items = ds_jinja_arena_alloc(&r->arena, n_items * sizeof *items))) return ds_jinja_fail_oom(r, pos);
         size_t m = 0;
         for (size_t i = 0; i < src->n; i++) {
             jv cur = src->items[i];
@@ -487,8 +488,8 @@ static int exec_for(jr *r, const jnode *n, jscope *outer, jbuf *out) {
                 JTRY(new_scope(r, pos, s, &ls));
                 JTRY(bind_target(r, n->a, cur, ls, "a loop item"));
                 jv t;
-                JTRY(je_eval(r, test, ls, &t));
-                if (!jv_truthy(t)) continue;
+                JTRY(eval_expr(r, test, ls, &t));
+                if (!ds_jinja_value_truthy(t)) continue;
             }
             items[m++] = cur;
         }
@@ -497,13 +498,13 @@ static int exec_for(jr *r, const jnode *n, jscope *outer, jbuf *out) {
     int none = 1;
     for (size_t i = 0; i < n_items; i++) {
         if (++r->steps > r->lim.max_steps)
-            return jr_fail(r, pos, DS_ENOMEM, "more than %llu evaluation steps", (unsigned long long)r->lim.max_steps);
+            return ds_jinja_fail(r, pos, DS_ENOMEM, "more than %llu evaluation steps", (unsigned long long)r->lim.max_steps);
         /* a fresh loop object per iteration, as HF makes one (a template may
          * keep it); all of them share one key table, and nothing ever adds
          * keys to a dict that is not a namespace */
-        jobj *lo = ja_zalloc(&r->arena, sizeof *lo);
-        jv *vals = ja_alloc(&r->arena, 9 * sizeof *vals);
-        if (!lo || !vals) return jr_oom(r, pos);
+        jobj *lo = ds_jinja_arena_zalloc(&r->arena, sizeof *lo);
+        jv *vals = ds_jinja_arena_alloc(&r->arena, 9 * sizeof *vals);
+        if (!lo || !vals) return ds_jinja_fail_oom(r, pos);
         double len = (double)n_items, k = (double)i;
         vals[0] = jv_int(k + 1);
         vals[1] = jv_int(k);
@@ -537,11 +538,11 @@ static int exec_for(jr *r, const jnode *n, jscope *outer, jbuf *out) {
 static int exec_set(jr *r, const jnode *n, jscope *s) {
     jv v;
     if (n->b) {
-        JTRY(je_eval(r, n->b, s, &v));
+        JTRY(eval_expr(r, n->b, s, &v));
     } else {
         jbuf b = {0};
         JTRY(exec_block(r, &n->l1, s, &b));
-        JTRY(jv_buf_to_str(r, n->pos, &b, &v));
+        JTRY(ds_jinja_value_buf_to_str(r, n->pos, &b, &v));
     }
     const jnode *t = n->a;
     if (t->kind == N_IDENT) return scope_set(r, t->pos, s, t->s, v);
@@ -550,41 +551,41 @@ static int exec_set(jr *r, const jnode *n, jscope *s) {
         return bind_target(r, t, v, s, "a value");
     }
     if (t->kind != N_MEMBER)   /* checked here, not when compiling, as HF does */
-        return jr_fail(r, t->pos, DS_EINVAL, "can only assign to a name, names or a namespace attribute");
+        return ds_jinja_fail(r, t->pos, DS_EINVAL, "can only assign to a name, names or a namespace attribute");
     jv obj;
-    JTRY(je_eval(r, t->a, s, &obj));
-    if (obj.k != JV_NS) return jr_fail(r, t->pos, DS_EINVAL, "can only assign attributes of a namespace(), not of %s", jv_type_name(obj));
-    if (t->b->kind != N_IDENT) return jr_fail(r, t->pos, DS_EINVAL, "can only assign to a named attribute");
-    return jobj_set(r, t->pos, obj.u.o, t->b->s, v);
+    JTRY(eval_expr(r, t->a, s, &obj));
+    if (obj.k != JV_NS) return ds_jinja_fail(r, t->pos, DS_EINVAL, "can only assign attributes of a namespace(), not of %s", ds_jinja_value_type_name(obj));
+    if (t->b->kind != N_IDENT) return ds_jinja_fail(r, t->pos, DS_EINVAL, "can only assign to a named attribute");
+    return ds_jinja_obj_set(r, t->pos, obj.u.o, t->b->s, v);
 }
 
 static int exec_callblock(jr *r, const jnode *n, jscope *s, jv *out) {
     jv caller, fn, *args;
-    JTRY(jv_new_func(r, n->pos, JF_CALLER, 0, jv_undef(), n, s, &caller));
+    JTRY(ds_jinja_value_new_func(r, n->pos, JF_CALLER, 0, jv_undef(), n, s, &caller));
     int na;
     jobj *kw;
     const jnode *call = n->a;
-    JTRY(je_call_args(r, &call->l1, s, &args, &na, &kw));
+    JTRY(ds_jinja_eval_call_args(r, &call->l1, s, &args, &na, &kw));
     jv kwv;
     if (!kw) {   /* the call always passes a (maybe empty) keyword object here */
-        JTRY(jv_new_object(r, n->pos, 0, JV_OBJECT, &kwv));
+        JTRY(ds_jinja_value_new_object(r, n->pos, 0, JV_OBJECT, &kwv));
         kwv.u.o->kwargs = 1;
     } else {
         kwv.k = JV_OBJECT;
         kwv.u.o = kw;
     }
     args[na++] = kwv;
-    JTRY(je_eval(r, call->a, s, &fn));
-    if (fn.k != JV_FUNC) return jr_fail(r, n->pos, DS_EINVAL, "cannot call %s: it is not a function", jv_type_name(fn));
+    JTRY(eval_expr(r, call->a, s, &fn));
+    if (fn.k != JV_FUNC) return ds_jinja_fail(r, n->pos, DS_EINVAL, "cannot call %s: it is not a function", ds_jinja_value_type_name(fn));
     jscope *env;
     JTRY(new_scope(r, n->pos, s, &env));
     JTRY(scope_set(r, n->pos, env, (jstr){"caller", 6}, caller));
-    return je_call_function(r, n->pos, fn, args, na, env, out);
+    return call_function(r, n->pos, fn, args, na, env, out);
 }
 
 static int emit(jr *r, uint32_t pos, jv v, jbuf *out) {
     if (v.k == JV_NULL || v.k == JV_UNDEF) return J_OK;
-    return jv_render(r, pos, v, out);
+    return ds_jinja_value_render(r, pos, v, out);
 }
 
 static int exec_stmt(jr *r, const jnode *n, jscope *s, jbuf *out) {
@@ -594,14 +595,14 @@ static int exec_stmt(jr *r, const jnode *n, jscope *s, jbuf *out) {
     case S_CONTINUE: return J_CONTINUE;
     case S_IF: {
         jv t;
-        JTRY(je_eval(r, n->a, s, &t));
-        return exec_block(r, jv_truthy(t) ? &n->l1 : &n->l2, s, out);
+        JTRY(eval_expr(r, n->a, s, &t));
+        return exec_block(r, ds_jinja_value_truthy(t) ? &n->l1 : &n->l2, s, out);
     }
     case S_FOR: return exec_for(r, n, s, out);
     case S_SET: return exec_set(r, n, s);
     case S_MACRO: {
         jv f;
-        JTRY(jv_new_func(r, n->pos, JF_MACRO, 0, jv_undef(), n, NULL, &f));
+        JTRY(ds_jinja_value_new_func(r, n->pos, JF_MACRO, 0, jv_undef(), n, NULL, &f));
         return scope_set(r, n->pos, s, n->s, f);
     }
     case S_CALLBLOCK: {
@@ -613,13 +614,13 @@ static int exec_stmt(jr *r, const jnode *n, jscope *s, jbuf *out) {
         jbuf b = {0};
         jv text, v;
         JTRY(exec_block(r, &n->l1, s, &b));
-        JTRY(jv_buf_to_str(r, n->pos, &b, &text));
-        JTRY(jb_apply_filter(r, n->a, text, s, &v));
+        JTRY(ds_jinja_value_buf_to_str(r, n->pos, &b, &text));
+        JTRY(ds_jinja_builtin_filter(r, n->a, text, s, &v));
         return emit(r, n->pos, v, out);
     }
     default: {
         jv v;
-        JTRY(je_eval(r, n, s, &v));
+        JTRY(eval_expr(r, n, s, &v));
         return emit(r, n->pos, v, out);
     }
     }
@@ -636,21 +637,21 @@ static int exec_block(jr *r, const jlist *body, jscope *s, jbuf *out) {
     return J_OK;
 }
 
-int je_render(jr *r, const ds_jinja *t, const json_t *ctx, jbuf *out) {
+int ds_jinja_eval_template(jr *r, const ds_jinja *t, const json_t *ctx, jbuf *out) {
     jscope *g;
     JTRY(new_scope(r, UINT32_MAX, NULL, &g));
-    if (ctx && !json_is_object(ctx)) return jr_fail(r, UINT32_MAX, DS_EINVAL, "the render context must be a JSON object");
+    if (ctx && !json_is_object(ctx)) return ds_jinja_fail(r, UINT32_MAX, DS_EINVAL, "the render context must be a JSON object");
     const char *k;
     size_t kn;
     json_t *c;
     if (ctx) json_object_keylen_foreach((json_t *)ctx, k, kn, c) {
-        if (jb_is_global_name(k, kn))   /* HF refuses to declare these twice */
-            return jr_fail(r, UINT32_MAX, DS_EINVAL, "context variable '%s' is a built-in name", k);
+        if (ds_jinja_builtin_is_global_name(k, kn))   /* HF refuses to declare these twice */
+            return ds_jinja_fail(r, UINT32_MAX, DS_EINVAL, "context variable '%s' is a built-in name", k);
         jv v;
-        JTRY(jv_from_json(r, c, &v, 0));
+        JTRY(ds_jinja_value_from_json(r, c, &v, 0));
         JTRY(scope_set(r, UINT32_MAX, g, (jstr){k, kn}, v));
     }
     int rc = exec_block(r, &t->body, g, out);
-    if (rc == J_BREAK || rc == J_CONTINUE) return jr_fail(r, UINT32_MAX, DS_EINVAL, "{%% break %%} or {%% continue %%} outside a loop");
+    if (rc == J_BREAK || rc == J_CONTINUE) return ds_jinja_fail(r, UINT32_MAX, DS_EINVAL, "{%% break %%} or {%% continue %%} outside a loop");
     return rc;
 }

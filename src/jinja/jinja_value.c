@@ -15,11 +15,11 @@
  * JSON, `+` and `~`, which use the bare number ("1").
  *
  * Text forms. HF turns a value into text in three ways, which differ:
- *   jv_render      RuntimeValue.toString(): what {{ x }} prints; lists and
+ *   ds_jinja_value_render      RuntimeValue.toString(): what {{ x }} prints; lists and
  *                  dicts as JSON, undefined inside them as "undefined";
- *   jv_raw_string  x.value.toString(): what `+` and `~` concatenate; a list
+ *   ds_jinja_value_raw_string  x.value.toString(): what `+` and `~` concatenate; a list
  *                  is its items' toString() joined by ",", a dict "[object Map]";
- *   jv_join_item   what Array.prototype.join makes of x.value (the join
+ *   ds_jinja_value_join_item   what Array.prototype.join makes of x.value (the join
  *                  filter): raw strings, but none and undefined become "". */
 #include <ctype.h>
 #include <math.h>
@@ -28,7 +28,7 @@
 #include <string.h>
 #include <utf8proc.h>
 
-#include "server/jinja_int.h"
+#include "jinja/jinja_int.h"
 
 /* --- arena --- */
 
@@ -42,7 +42,7 @@ struct ja_chunk {
 static unsigned char *chunk_data(ja_chunk *c) { return (unsigned char *)c + JA_HDR; }
 static size_t round16(size_t n) { return n ? (n + 15) & ~(size_t)15 : 16; }
 
-void *ja_alloc(jarena *a, size_t n) {
+void *ds_jinja_arena_alloc(jarena *a, size_t n) {
     if (n > ((size_t)1 << 40)) return NULL;
     n = round16(n);
     ja_chunk *h = a->head;
@@ -69,26 +69,26 @@ void *ja_alloc(jarena *a, size_t n) {
     return chunk_data(c);
 }
 
-void *ja_zalloc(jarena *a, size_t n) {
-    void *p = ja_alloc(a, n);
+void *ds_jinja_arena_zalloc(jarena *a, size_t n) {
+    void *p = ds_jinja_arena_alloc(a, n);
     if (p) memset(p, 0, n);
     return p;
 }
 
-void *ja_grow(jarena *a, void *p, size_t old_n, size_t new_n) {
-    if (!p) return ja_alloc(a, new_n);
+void *ds_jinja_arena_grow(jarena *a, void *p, size_t old_n, size_t new_n) {
+    if (!p) return ds_jinja_arena_alloc(a, new_n);
     ja_chunk *h = a->head;
     size_t ro = round16(old_n), rn = round16(new_n);
     if (h && (unsigned char *)p + ro == chunk_data(h) + h->used && h->used - ro + rn <= h->cap) {
         h->used = h->used - ro + rn;
         return p;
     }
-    void *q = ja_alloc(a, new_n);
+    void *q = ds_jinja_arena_alloc(a, new_n);
     if (q) memcpy(q, p, old_n < new_n ? old_n : new_n);
     return q;
 }
 
-void ja_release(jarena *a) {
+void ds_jinja_arena_release(jarena *a) {
     for (ja_chunk *c = a->head, *next; c; c = next) {
         next = c->next;
         free(c);
@@ -99,17 +99,17 @@ void ja_release(jarena *a) {
 
 /* --- buffers --- */
 
-int jbuf_put(jr *r, uint32_t pos, jbuf *b, const char *p, size_t n) {
+int ds_jinja_buf_put(jr *r, uint32_t pos, jbuf *b, const char *p, size_t n) {
     if (n > r->lim.max_output || b->n > r->lim.max_output - n)
-        return jr_fail(r, pos, DS_ENOMEM, "output larger than the limit of %zu bytes", r->lim.max_output);
+        return ds_jinja_fail(r, pos, DS_ENOMEM, "output larger than the limit of %zu bytes", r->lim.max_output);
     if (b->n + n > b->cap) {
         size_t cap = b->cap ? b->cap : 256;
         while (cap < b->n + n) {
-            if (cap > SIZE_MAX / 4) return jr_oom(r, pos);
+            if (cap > SIZE_MAX / 4) return ds_jinja_fail_oom(r, pos);
             cap *= 2;
         }
-        char *q = ja_grow(&r->arena, b->p, b->cap, cap);
-        if (!q) return jr_oom(r, pos);
+        char *q = ds_jinja_arena_grow(&r->arena, b->p, b->cap, cap);
+        if (!q) return ds_jinja_fail_oom(r, pos);
         b->p = q;
         b->cap = cap;
     }
@@ -118,11 +118,11 @@ int jbuf_put(jr *r, uint32_t pos, jbuf *b, const char *p, size_t n) {
     return J_OK;
 }
 
-int jbuf_putc(jr *r, uint32_t pos, jbuf *b, char c) { return jbuf_put(r, pos, b, &c, 1); }
+int ds_jinja_buf_putc(jr *r, uint32_t pos, jbuf *b, char c) { return ds_jinja_buf_put(r, pos, b, &c, 1); }
 
-static int jbuf_puts(jr *r, uint32_t pos, jbuf *b, const char *z) { return jbuf_put(r, pos, b, z, strlen(z)); }
+static int jbuf_puts(jr *r, uint32_t pos, jbuf *b, const char *z) { return ds_jinja_buf_put(r, pos, b, z, strlen(z)); }
 
-int jv_buf_to_str(jr *r, uint32_t pos, jbuf *b, jv *out) {
+int ds_jinja_value_buf_to_str(jr *r, uint32_t pos, jbuf *b, jv *out) {
     *out = jv_str(b->p ? b->p : "", b->n);
     return J_OK;
 }
@@ -131,7 +131,7 @@ int jv_buf_to_str(jr *r, uint32_t pos, jbuf *b, jv *out) {
 
 static int cont(unsigned char c) { return (c & 0xC0) == 0x80; }
 
-uint32_t wtf8_decode(const char *s, size_t n, size_t *len) {
+uint32_t ds_jinja_wtf8_decode(const char *s, size_t n, size_t *len) {
     const unsigned char *p = (const unsigned char *)s;
     unsigned c = p[0];
     if (c < 0x80) {
@@ -160,7 +160,7 @@ uint32_t wtf8_decode(const char *s, size_t n, size_t *len) {
     return 0xFFFD;
 }
 
-size_t wtf8_encode(uint32_t cp, char *out) {
+size_t ds_jinja_wtf8_encode(uint32_t cp, char *out) {
     unsigned char *o = (unsigned char *)out;
     if (cp < 0x80) {
         o[0] = (unsigned char)cp;
@@ -184,9 +184,9 @@ size_t wtf8_encode(uint32_t cp, char *out) {
     return 4;
 }
 
-size_t js_utf16_len(jstr s) {
+size_t ds_jinja_str_utf16_len(jstr s) {
     size_t units = 0;
-    for (size_t i = 0, k; i < s.n; i += k) units += wtf8_decode(s.p + i, s.n - i, &k) >= 0x10000 ? 2 : 1;
+    for (size_t i = 0, k; i < s.n; i += k) units += ds_jinja_wtf8_decode(s.p + i, s.n - i, &k) >= 0x10000 ? 2 : 1;
     return units;
 }
 
@@ -196,24 +196,25 @@ static int js_space_cp(uint32_t cp) {
            cp == 0x2028 || cp == 0x2029 || cp == 0x202F || cp == 0x205F || cp == 0x3000 || cp == 0xFEFF;
 }
 
-size_t js_ws_at(const char *p, const char *end) {
+size_t ds_jinja_str_ws_at(const char *p, const char *end) {
     if (p >= end) return 0;
     if ((unsigned char)*p < 0x80) return js_space_cp((unsigned char)*p) ? 1 : 0;
     size_t k;
-    uint32_t cp = wtf8_decode(p, (size_t)(end - p), &k);
+    uint32_t cp = ds_jinja_wtf8_decode(p, (size_t)(end - p), &k);
     return js_space_cp(cp) && cp != 0xFFFD ? k : 0;
 }
 
-size_t js_ws_before(const char *start, const char *p) {
+/* bytes of a JS whitespace char ending at p, or 0 */
+static size_t js_ws_before(const char *start, const char *p) {
     for (size_t k = 1; k <= 3 && (size_t)(p - start) >= k; k++)
-        if (js_ws_at(p - k, p) == k) return k;
+        if (ds_jinja_str_ws_at(p - k, p) == k) return k;
     return 0;
 }
 
-jstr js_trim(jstr s, int left, int right) {
+jstr ds_jinja_str_trim(jstr s, int left, int right) {
     const char *a = s.p, *b = s.p + s.n;
     if (left)
-        for (size_t w; (w = js_ws_at(a, b)) > 0;) a += w;
+        for (size_t w; (w = ds_jinja_str_ws_at(a, b)) > 0;) a += w;
     if (right)
         for (size_t w; b > a && (w = js_ws_before(a, b)) > 0;) b -= w;
     jstr r = {a, (size_t)(b - a)};
@@ -241,14 +242,14 @@ static int is_letter(uint32_t cp) {
     return c == UTF8PROC_CATEGORY_LU || c == UTF8PROC_CATEGORY_LL || c == UTF8PROC_CATEGORY_LT;
 }
 
-int js_case_map(jr *r, uint32_t pos, jstr s, int upper, jv *out) {
+int ds_jinja_str_case_map(jr *r, uint32_t pos, jstr s, int upper, jv *out) {
     jbuf b = {0};
     char enc[4];
     uint32_t prev = 0;
     for (size_t i = 0, k; i < s.n; i += k) {
-        uint32_t cp = wtf8_decode(s.p + i, s.n - i, &k);
+        uint32_t cp = ds_jinja_wtf8_decode(s.p + i, s.n - i, &k);
         if (k == 1 && cp == 0xFFFD) {   /* a byte that is not UTF-8: kept as it is */
-            JTRY(jbuf_put(r, pos, &b, s.p + i, 1));
+            JTRY(ds_jinja_buf_put(r, pos, &b, s.p + i, 1));
             continue;
         }
         const uint32_t *many = NULL;
@@ -262,19 +263,19 @@ int js_case_map(jr *r, uint32_t pos, jstr s, int upper, jv *out) {
             many = idot;
         } else if (cp == 0x3A3) {   /* final sigma: after a letter, not before one */
             size_t k2;
-            int next_letter = i + k < s.n && is_letter(wtf8_decode(s.p + i + k, s.n - i - k, &k2));
+            int next_letter = i + k < s.n && is_letter(ds_jinja_wtf8_decode(s.p + i + k, s.n - i - k, &k2));
             one = is_letter(prev) && !next_letter ? 0x3C2 : 0x3C3;
         } else if (cp < 0xD800 || cp > 0xDFFF) {
             one = (uint32_t)utf8proc_tolower((utf8proc_int32_t)cp);
         }
         if (many) {
-            for (int t = 0; t < 3 && many[t]; t++) JTRY(jbuf_put(r, pos, &b, enc, wtf8_encode(many[t], enc)));
+            for (int t = 0; t < 3 && many[t]; t++) JTRY(ds_jinja_buf_put(r, pos, &b, enc, ds_jinja_wtf8_encode(many[t], enc)));
         } else {
-            JTRY(jbuf_put(r, pos, &b, enc, wtf8_encode(one, enc)));
+            JTRY(ds_jinja_buf_put(r, pos, &b, enc, ds_jinja_wtf8_encode(one, enc)));
         }
         prev = cp;
     }
-    return jv_buf_to_str(r, pos, &b, out);
+    return ds_jinja_value_buf_to_str(r, pos, &b, out);
 }
 
 /* The i-th UTF-16 unit of a code point (i = 0 or 1). */
@@ -283,15 +284,15 @@ static uint32_t unit_of(uint32_t cp, int i) {
     return i == 0 ? 0xD800 + ((cp - 0x10000) >> 10) : 0xDC00 + ((cp - 0x10000) & 0x3FF);
 }
 
-int js_str_compare(jstr a, jstr b) {
+int ds_jinja_str_compare(jstr a, jstr b) {
     size_t i = 0, j = 0, ka = 0, kb = 0;
     int ua = 0, ub = 0;   /* which unit of the current code point */
     uint32_t ca = 0, cb = 0;
     for (;;) {
         if (ua == 0 && i >= a.n) return j >= b.n && ub == 0 ? 0 : -1;
         if (ub == 0 && j >= b.n) return 1;
-        if (ua == 0) ca = wtf8_decode(a.p + i, a.n - i, &ka);
-        if (ub == 0) cb = wtf8_decode(b.p + j, b.n - j, &kb);
+        if (ua == 0) ca = ds_jinja_wtf8_decode(a.p + i, a.n - i, &ka);
+        if (ub == 0) cb = ds_jinja_wtf8_decode(b.p + j, b.n - j, &kb);
         uint32_t x = unit_of(ca, ua), y = unit_of(cb, ub);
         if (x != y) return x < y ? -1 : 1;
         if (ca >= 0x10000 && ua == 0) ua = 1;
@@ -307,28 +308,28 @@ int js_str_compare(jstr a, jstr b) {
     }
 }
 
-char *wtf8_to_utf8(const char *p, size_t n, size_t *out_n) {
+char *ds_jinja_wtf8_to_utf8(const char *p, size_t n, size_t *out_n) {
     size_t need = 0;
     for (size_t i = 0, k; i < n; i += k) {
-        uint32_t cp = wtf8_decode(p + i, n - i, &k);
+        uint32_t cp = ds_jinja_wtf8_decode(p + i, n - i, &k);
         need += cp == 0xFFFD && k == 1 ? 3 : k;
     }
     char *out = malloc(need + 1);
     if (!out) return NULL;
     size_t o = 0;
     for (size_t i = 0, k; i < n; i += k) {
-        uint32_t cp = wtf8_decode(p + i, n - i, &k);
+        uint32_t cp = ds_jinja_wtf8_decode(p + i, n - i, &k);
         if (cp >= 0xD800 && cp <= 0xDBFF && i + k < n) {
             size_t k2;
-            uint32_t lo = wtf8_decode(p + i + k, n - i - k, &k2);
+            uint32_t lo = ds_jinja_wtf8_decode(p + i + k, n - i - k, &k2);
             if (lo >= 0xDC00 && lo <= 0xDFFF) {
-                o += wtf8_encode(0x10000 + ((cp - 0xD800) << 10) + (lo - 0xDC00), out + o);
+                o += ds_jinja_wtf8_encode(0x10000 + ((cp - 0xD800) << 10) + (lo - 0xDC00), out + o);
                 k += k2;
                 continue;
             }
         }
         if (cp >= 0xD800 && cp <= 0xDFFF) cp = 0xFFFD;
-        o += wtf8_encode(cp, out + o);
+        o += ds_jinja_wtf8_encode(cp, out + o);
     }
     out[o] = '\0';
     *out_n = o;
@@ -337,7 +338,8 @@ char *wtf8_to_utf8(const char *p, size_t n, size_t *out_n) {
 
 /* --- numbers --- */
 
-size_t js_number_format(double x, char *buf) {
+/* Number.prototype.toString(); buf >= 32 bytes */
+static size_t js_number_format(double x, char *buf) {
     if (isnan(x)) return (size_t)sprintf(buf, "NaN");
     if (isinf(x)) return (size_t)sprintf(buf, x < 0 ? "-Infinity" : "Infinity");
     if (x == 0) return (size_t)sprintf(buf, "0");
@@ -391,7 +393,7 @@ static size_t float_format(double x, char *buf) {
 
 /* JavaScript's StringToNumber (what "1" == 1 converts with). */
 static double js_string_to_number(jstr s) {
-    s = js_trim(s, 1, 1);
+    s = ds_jinja_str_trim(s, 1, 1);
     if (s.n == 0) return 0;
     char buf[128];
     if (s.n >= sizeof buf) return NAN;
@@ -431,7 +433,7 @@ static double js_string_to_number(jstr s) {
 
 /* --- values --- */
 
-const char *jv_type_name(jv v) {
+const char *ds_jinja_value_type_name(jv v) {
     switch (v.k) {
     case JV_UNDEF: return "UndefinedValue";
     case JV_NULL: return "NullValue";
@@ -446,7 +448,7 @@ const char *jv_type_name(jv v) {
     }
 }
 
-int jv_truthy(jv v) {
+int ds_jinja_value_truthy(jv v) {
     switch (v.k) {
     case JV_BOOL: return v.u.b;
     case JV_INT:
@@ -460,23 +462,23 @@ int jv_truthy(jv v) {
     }
 }
 
-int jv_new_array(jr *r, uint32_t pos, size_t n, jv *out) {
-    jarr *a = ja_zalloc(&r->arena, sizeof *a);
-    if (!a || n > ((size_t)1 << 40) / sizeof(jv)) return jr_oom(r, pos);
+int ds_jinja_value_new_array(jr *r, uint32_t pos, size_t n, jv *out) {
+    jarr *a = ds_jinja_arena_zalloc(&r->arena, sizeof *a);
+    if (!a || n > ((size_t)1 << 40) / sizeof(jv)) return ds_jinja_fail_oom(r, pos);
     a->n = n;
-    if (n && !(a->items = ja_zalloc(&r->arena, n * sizeof(jv)))) return jr_oom(r, pos);
+    if (n && !(a->items = ds_jinja_arena_zalloc(&r->arena, n * sizeof(jv)))) return ds_jinja_fail_oom(r, pos);
     out->k = JV_ARRAY;
     out->u.a = a;
     return J_OK;
 }
 
-int jv_new_object(jr *r, uint32_t pos, size_t cap, int kind, jv *out) {
-    jobj *o = ja_zalloc(&r->arena, sizeof *o);
-    if (!o) return jr_oom(r, pos);
+int ds_jinja_value_new_object(jr *r, uint32_t pos, size_t cap, int kind, jv *out) {
+    jobj *o = ds_jinja_arena_zalloc(&r->arena, sizeof *o);
+    if (!o) return ds_jinja_fail_oom(r, pos);
     if (cap) {
-        o->keys = ja_alloc(&r->arena, cap * sizeof *o->keys);
-        o->vals = ja_alloc(&r->arena, cap * sizeof *o->vals);
-        if (!o->keys || !o->vals) return jr_oom(r, pos);
+        o->keys = ds_jinja_arena_alloc(&r->arena, cap * sizeof *o->keys);
+        o->vals = ds_jinja_arena_alloc(&r->arena, cap * sizeof *o->vals);
+        if (!o->keys || !o->vals) return ds_jinja_fail_oom(r, pos);
         o->cap = cap;
     }
     out->k = (uint8_t)kind;
@@ -507,14 +509,14 @@ static long jobj_find(const jobj *o, const char *k, size_t kn) {
     }
 }
 
-const jv *jobj_get(const jobj *o, const char *k, size_t kn) {
+const jv *ds_jinja_obj_get(const jobj *o, const char *k, size_t kn) {
     long i = jobj_find(o, k, kn);
     return i < 0 ? NULL : &o->vals[i];
 }
 
 static int jobj_reindex(jr *r, uint32_t pos, jobj *o, size_t cap) {
-    uint32_t *idx = ja_zalloc(&r->arena, cap * sizeof *idx);
-    if (!idx) return jr_oom(r, pos);
+    uint32_t *idx = ds_jinja_arena_zalloc(&r->arena, cap * sizeof *idx);
+    if (!idx) return ds_jinja_fail_oom(r, pos);
     for (size_t i = 0; i < o->n; i++) {
         size_t h = (size_t)hash_key(o->keys[i].p, o->keys[i].n) & (cap - 1);
         while (idx[h]) h = (h + 1) & (cap - 1);
@@ -525,20 +527,20 @@ static int jobj_reindex(jr *r, uint32_t pos, jobj *o, size_t cap) {
     return J_OK;
 }
 
-int jobj_set(jr *r, uint32_t pos, jobj *o, jstr key, jv val) {
+int ds_jinja_obj_set(jr *r, uint32_t pos, jobj *o, jstr key, jv val) {
     long i = jobj_find(o, key.p, key.n);
     if (i >= 0) {   /* a Map keeps the first position of a key */
         o->vals[i] = val;
         return J_OK;
     }
-    if (o->n >= 0x7fffffff) return jr_oom(r, pos);
+    if (o->n >= 0x7fffffff) return ds_jinja_fail_oom(r, pos);
     if (o->n == o->cap) {
         size_t cap = o->cap ? o->cap * 2 : 4;
-        jstr *k = ja_grow(&r->arena, o->keys, o->cap * sizeof *k, cap * sizeof *k);
-        if (!k) return jr_oom(r, pos);
+        jstr *k = ds_jinja_arena_grow(&r->arena, o->keys, o->cap * sizeof *k, cap * sizeof *k);
+        if (!k) return ds_jinja_fail_oom(r, pos);
         o->keys = k;
-        jv *v = ja_grow(&r->arena, o->vals, o->cap * sizeof *v, cap * sizeof *v);
-        if (!v) return jr_oom(r, pos);
+        jv *v = ds_jinja_arena_grow(&r->arena, o->vals, o->cap * sizeof *v, cap * sizeof *v);
+        if (!v) return ds_jinja_fail_oom(r, pos);
         o->vals = v;
         o->cap = cap;
     }
@@ -558,9 +560,9 @@ int jobj_set(jr *r, uint32_t pos, jobj *o, jstr key, jv val) {
     return J_OK;
 }
 
-int jv_new_func(jr *r, uint32_t pos, int kind, int id, jv self, const jnode *node, jscope *scope, jv *out) {
-    jfunc *f = ja_zalloc(&r->arena, sizeof *f);
-    if (!f) return jr_oom(r, pos);
+int ds_jinja_value_new_func(jr *r, uint32_t pos, int kind, int id, jv self, const jnode *node, jscope *scope, jv *out) {
+    jfunc *f = ds_jinja_arena_zalloc(&r->arena, sizeof *f);
+    if (!f) return ds_jinja_fail_oom(r, pos);
     f->kind = kind;
     f->id = id;
     f->self = self;
@@ -571,11 +573,11 @@ int jv_new_func(jr *r, uint32_t pos, int kind, int id, jv self, const jnode *nod
     return J_OK;
 }
 
-int jv_concat(jr *r, uint32_t pos, jstr a, jstr b, jv *out) {
+int ds_jinja_value_concat(jr *r, uint32_t pos, jstr a, jstr b, jv *out) {
     if (a.n > r->lim.max_output || b.n > r->lim.max_output - a.n)
-        return jr_fail(r, pos, DS_ENOMEM, "string longer than the limit of %zu bytes", r->lim.max_output);
-    char *p = ja_alloc(&r->arena, a.n + b.n + 1);
-    if (!p) return jr_oom(r, pos);
+        return ds_jinja_fail(r, pos, DS_ENOMEM, "string longer than the limit of %zu bytes", r->lim.max_output);
+    char *p = ds_jinja_arena_alloc(&r->arena, a.n + b.n + 1);
+    if (!p) return ds_jinja_fail_oom(r, pos);
     if (a.n) memcpy(p, a.p, a.n);
     if (b.n) memcpy(p + a.n, b.p, b.n);
     p[a.n + b.n] = '\0';
@@ -602,8 +604,8 @@ typedef struct {
     const json_t *v;
 } jmember;
 
-int jv_from_json(jr *r, const json_t *j, jv *out, int depth) {
-    if (depth > 1000) return jr_fail(r, 0, DS_EINVAL, "context nested more than 1000 deep");
+int ds_jinja_value_from_json(jr *r, const json_t *j, jv *out, int depth) {
+    if (depth > 1000) return ds_jinja_fail(r, 0, DS_EINVAL, "context nested more than 1000 deep");
     if (json_is_null(j)) *out = jv_null();
     else if (json_is_boolean(j)) *out = jv_bool(json_is_true(j));
     else if (json_is_number(j)) {
@@ -612,14 +614,14 @@ int jv_from_json(jr *r, const json_t *j, jv *out, int depth) {
     } else if (json_is_string(j)) *out = jv_str(json_string_value(j), json_string_length(j));
     else if (json_is_array(j)) {
         size_t n = json_array_size(j);
-        JTRY(jv_new_array(r, 0, n, out));
-        for (size_t i = 0; i < n; i++) JTRY(jv_from_json(r, json_array_get(j, i), &out->u.a->items[i], depth + 1));
+        JTRY(ds_jinja_value_new_array(r, 0, n, out));
+        for (size_t i = 0; i < n; i++) JTRY(ds_jinja_value_from_json(r, json_array_get(j, i), &out->u.a->items[i], depth + 1));
     } else if (json_is_object(j)) {
         size_t n = json_object_size(j), m = 0;
-        JTRY(jv_new_object(r, 0, n, JV_OBJECT, out));
+        JTRY(ds_jinja_value_new_object(r, 0, n, JV_OBJECT, out));
         if (!n) return J_OK;
-        jmember *mem = ja_alloc(&r->arena, n * sizeof *mem);
-        if (!mem) return jr_oom(r, 0);
+        jmember *mem = ds_jinja_arena_alloc(&r->arena, n * sizeof *mem);
+        if (!mem) return ds_jinja_fail_oom(r, 0);
         const char *k;
         size_t kn;
         json_t *v;
@@ -642,11 +644,11 @@ int jv_from_json(jr *r, const json_t *j, jv *out, int depth) {
         }
         for (size_t i = 0; i < m; i++) {
             jv val;
-            JTRY(jv_from_json(r, mem[i].v, &val, depth + 1));
-            JTRY(jobj_set(r, 0, out->u.o, (jstr){mem[i].k, mem[i].kn}, val));
+            JTRY(ds_jinja_value_from_json(r, mem[i].v, &val, depth + 1));
+            JTRY(ds_jinja_obj_set(r, 0, out->u.o, (jstr){mem[i].k, mem[i].kn}, val));
         }
     } else {
-        return jr_fail(r, 0, DS_EINVAL, "context holds a JSON value of an unknown type");
+        return ds_jinja_fail(r, 0, DS_EINVAL, "context holds a JSON value of an unknown type");
     }
     return J_OK;
 }
@@ -655,66 +657,66 @@ int jv_from_json(jr *r, const json_t *j, jv *out, int depth) {
 
 static int put_number(jr *r, uint32_t pos, jbuf *b, double x) {
     char num[40];
-    return jbuf_put(r, pos, b, num, js_number_format(x, num));
+    return ds_jinja_buf_put(r, pos, b, num, js_number_format(x, num));
 }
 
-int jv_render(jr *r, uint32_t pos, jv v, jbuf *b) {
+int ds_jinja_value_render(jr *r, uint32_t pos, jv v, jbuf *b) {
     char num[40];
     switch (v.k) {
     case JV_UNDEF: return jbuf_puts(r, pos, b, "undefined");
     case JV_NULL: return jbuf_puts(r, pos, b, "null");
     case JV_BOOL: return jbuf_puts(r, pos, b, v.u.b ? "true" : "false");
     case JV_INT: return put_number(r, pos, b, v.u.n);
-    case JV_FLOAT: return jbuf_put(r, pos, b, num, float_format(v.u.n, num));
-    case JV_STR: return jbuf_put(r, pos, b, v.u.s.p, v.u.s.n);
+    case JV_FLOAT: return ds_jinja_buf_put(r, pos, b, num, float_format(v.u.n, num));
+    case JV_STR: return ds_jinja_buf_put(r, pos, b, v.u.s.p, v.u.s.n);
     case JV_ARRAY:
     case JV_OBJECT:
     case JV_NS: {
         jjson_opts o = {0};
-        return jv_tojson(r, pos, v, &o, 0, b);
+        return ds_jinja_value_tojson(r, pos, v, &o, 0, b);
     }
-    default: return jr_fail(r, pos, DS_EINVAL, "cannot print a function (a macro or method, not its result)");
+    default: return ds_jinja_fail(r, pos, DS_EINVAL, "cannot print a function (a macro or method, not its result)");
     }
 }
 
-int jv_to_rendered_str(jr *r, uint32_t pos, jv v, jv *out) {
+int ds_jinja_value_to_rendered_str(jr *r, uint32_t pos, jv v, jv *out) {
     if (v.k == JV_STR) {
         *out = v;
         return J_OK;
     }
     jbuf b = {0};
-    JTRY(jv_render(r, pos, v, &b));
-    return jv_buf_to_str(r, pos, &b, out);
+    JTRY(ds_jinja_value_render(r, pos, v, &b));
+    return ds_jinja_value_buf_to_str(r, pos, &b, out);
 }
 
-int jv_raw_string(jr *r, uint32_t pos, jv v, jbuf *b) {
+int ds_jinja_value_raw_string(jr *r, uint32_t pos, jv v, jbuf *b) {
     switch (v.k) {
     case JV_INT:
     case JV_FLOAT: return put_number(r, pos, b, v.u.n);
     case JV_ARRAY:
         for (size_t i = 0; i < v.u.a->n; i++) {
-            if (i) JTRY(jbuf_putc(r, pos, b, ','));
-            JTRY(jv_render(r, pos, v.u.a->items[i], b));
+            if (i) JTRY(ds_jinja_buf_putc(r, pos, b, ','));
+            JTRY(ds_jinja_value_render(r, pos, v.u.a->items[i], b));
         }
         return J_OK;
     case JV_OBJECT:
     case JV_NS: return jbuf_puts(r, pos, b, "[object Map]");
-    default: return jv_render(r, pos, v, b);
+    default: return ds_jinja_value_render(r, pos, v, b);
     }
 }
 
-int jv_join_item(jr *r, uint32_t pos, jv v, jbuf *b) {
+int ds_jinja_value_join_item(jr *r, uint32_t pos, jv v, jbuf *b) {
     if (v.k == JV_UNDEF || v.k == JV_NULL) return J_OK;
-    return jv_raw_string(r, pos, v, b);
+    return ds_jinja_value_raw_string(r, pos, v, b);
 }
 
 /* JSON.stringify of a string, then ensure_ascii's \uXXXX for code units >= 0x7f. */
 static int json_quote(jr *r, uint32_t pos, jstr s, int ascii, jbuf *b) {
     static const char hex[] = "0123456789abcdef";
-    JTRY(jbuf_putc(r, pos, b, '"'));
+    JTRY(ds_jinja_buf_putc(r, pos, b, '"'));
     size_t run = 0;   /* bytes copied as they are, written in one go */
     for (size_t i = 0, k; i < s.n; i += k) {
-        uint32_t cp = wtf8_decode(s.p + i, s.n - i, &k);
+        uint32_t cp = ds_jinja_wtf8_decode(s.p + i, s.n - i, &k);
         char esc[16];
         size_t en = 0;
         if (cp == '"' || cp == '\\') {
@@ -739,21 +741,21 @@ static int json_quote(jr *r, uint32_t pos, jstr s, int ascii, jbuf *b) {
             }
         }
         if (en) {
-            JTRY(jbuf_put(r, pos, b, s.p + i - run, run));
+            JTRY(ds_jinja_buf_put(r, pos, b, s.p + i - run, run));
             run = 0;
-            JTRY(jbuf_put(r, pos, b, esc, en));
+            JTRY(ds_jinja_buf_put(r, pos, b, esc, en));
         } else {
             run += k;
         }
     }
-    JTRY(jbuf_put(r, pos, b, s.p + s.n - run, run));
-    return jbuf_putc(r, pos, b, '"');
+    JTRY(ds_jinja_buf_put(r, pos, b, s.p + s.n - run, run));
+    return ds_jinja_buf_putc(r, pos, b, '"');
 }
 
 static int pad(jr *r, uint32_t pos, jbuf *b, int indent, int depth) {
-    JTRY(jbuf_putc(r, pos, b, '\n'));
+    JTRY(ds_jinja_buf_putc(r, pos, b, '\n'));
     size_t n = (size_t)indent * (size_t)depth;
-    while (n--) JTRY(jbuf_putc(r, pos, b, ' '));
+    while (n--) JTRY(ds_jinja_buf_putc(r, pos, b, ' '));
     return J_OK;
 }
 
@@ -771,10 +773,10 @@ static int key_compare(jstr a, jstr b) {
     return 0;
 }
 
-int jv_tojson(jr *r, uint32_t pos, jv v, const jjson_opts *o, int depth, jbuf *b) {
-    if (depth > 1000) return jr_fail(r, pos, DS_EINVAL, "value nested too deep (or holding itself) for JSON");
+int ds_jinja_value_tojson(jr *r, uint32_t pos, jv v, const jjson_opts *o, int depth, jbuf *b) {
+    if (depth > 1000) return ds_jinja_fail(r, pos, DS_EINVAL, "value nested too deep (or holding itself) for JSON");
     if (++r->steps > r->lim.max_steps)
-        return jr_fail(r, pos, DS_ENOMEM, "more than %llu evaluation steps", (unsigned long long)r->lim.max_steps);
+        return ds_jinja_fail(r, pos, DS_ENOMEM, "more than %llu evaluation steps", (unsigned long long)r->lim.max_steps);
     jstr item_sep = o->item_sep, key_sep = o->key_sep;
     if (!item_sep.p) {
         item_sep.p = o->indent ? "," : ", ";
@@ -791,21 +793,21 @@ int jv_tojson(jr *r, uint32_t pos, jv v, const jjson_opts *o, int depth, jbuf *b
     case JV_STR: return json_quote(r, pos, v.u.s, o->ensure_ascii, b);
     case JV_ARRAY:
         if (v.u.a->tuple) break;
-        JTRY(jbuf_putc(r, pos, b, '['));
+        JTRY(ds_jinja_buf_putc(r, pos, b, '['));
         for (size_t i = 0; i < v.u.a->n; i++) {
-            if (i) JTRY(jbuf_put(r, pos, b, item_sep.p, item_sep.n));
+            if (i) JTRY(ds_jinja_buf_put(r, pos, b, item_sep.p, item_sep.n));
             if (o->indent) JTRY(pad(r, pos, b, o->indent, depth + 1));
-            JTRY(jv_tojson(r, pos, v.u.a->items[i], o, depth + 1, b));
+            JTRY(ds_jinja_value_tojson(r, pos, v.u.a->items[i], o, depth + 1, b));
         }
         if (o->indent && v.u.a->n) JTRY(pad(r, pos, b, o->indent, depth));
-        return jbuf_putc(r, pos, b, ']');
+        return ds_jinja_buf_putc(r, pos, b, ']');
     case JV_OBJECT:
     case JV_NS: {
         const jobj *ob = v.u.o;
         if (ob->kwargs) break;
         size_t *order = NULL;
         if (o->sort_keys && ob->n > 1) {
-            if (!(order = ja_alloc(&r->arena, ob->n * sizeof *order))) return jr_oom(r, pos);
+            if (!(order = ds_jinja_arena_alloc(&r->arena, ob->n * sizeof *order))) return ds_jinja_fail_oom(r, pos);
             for (size_t i = 0; i < ob->n; i++) {   /* insertion sort: stable, and objects are small */
                 size_t at = i;
                 while (at > 0 && key_compare(ob->keys[order[at - 1]], ob->keys[i]) > 0) {
@@ -815,21 +817,21 @@ int jv_tojson(jr *r, uint32_t pos, jv v, const jjson_opts *o, int depth, jbuf *b
                 order[at] = i;
             }
         }
-        JTRY(jbuf_putc(r, pos, b, '{'));
+        JTRY(ds_jinja_buf_putc(r, pos, b, '{'));
         for (size_t i = 0; i < ob->n; i++) {
             size_t e = order ? order[i] : i;
-            if (i) JTRY(jbuf_put(r, pos, b, item_sep.p, item_sep.n));
+            if (i) JTRY(ds_jinja_buf_put(r, pos, b, item_sep.p, item_sep.n));
             if (o->indent) JTRY(pad(r, pos, b, o->indent, depth + 1));
             JTRY(json_quote(r, pos, ob->keys[e], o->ensure_ascii, b));
-            JTRY(jbuf_put(r, pos, b, key_sep.p, key_sep.n));
-            JTRY(jv_tojson(r, pos, ob->vals[e], o, depth + 1, b));
+            JTRY(ds_jinja_buf_put(r, pos, b, key_sep.p, key_sep.n));
+            JTRY(ds_jinja_value_tojson(r, pos, ob->vals[e], o, depth + 1, b));
         }
         if (o->indent && ob->n) JTRY(pad(r, pos, b, o->indent, depth));
-        return jbuf_putc(r, pos, b, '}');
+        return ds_jinja_buf_putc(r, pos, b, '}');
     }
     default: break;
     }
-    return jr_fail(r, pos, DS_EINVAL, "cannot convert %s to JSON", jv_type_name(v));
+    return ds_jinja_fail(r, pos, DS_EINVAL, "cannot convert %s to JSON", ds_jinja_value_type_name(v));
 }
 
 /* --- equality --- */
@@ -840,7 +842,7 @@ static const void *ref_of(jv v) {
 }
 static int is_num(jv v) { return v.k == JV_INT || v.k == JV_FLOAT; }
 
-int jv_strict_eq(jv a, jv b) {
+int ds_jinja_value_strict_eq(jv a, jv b) {
     if (is_num(a) && is_num(b)) return a.u.n == b.u.n;
     if (a.k != b.k) return 0;
     switch (a.k) {
@@ -852,17 +854,17 @@ int jv_strict_eq(jv a, jv b) {
     }
 }
 
-int jv_same_value_zero(jv a, jv b) {
+int ds_jinja_value_same_value_zero(jv a, jv b) {
     if (is_num(a) && is_num(b) && isnan(a.u.n) && isnan(b.u.n)) return 1;
-    return jv_strict_eq(a, b);
+    return ds_jinja_value_strict_eq(a, b);
 }
 
 /* IsLooselyEqual of the ECMAScript spec, on the values' JavaScript forms. */
-int jv_loose_eq(jr *r, uint32_t pos, jv a, jv b, int *eq) {
+int ds_jinja_value_loose_eq(jr *r, uint32_t pos, jv a, jv b, int *eq) {
     for (int round = 0; round < 4; round++) {
         int same_type = (is_num(a) && is_num(b)) || (js_object(a) && js_object(b)) || a.k == b.k;
         if (same_type) {
-            *eq = jv_strict_eq(a, b);
+            *eq = ds_jinja_value_strict_eq(a, b);
             return J_OK;
         }
         int a_nullish = a.k == JV_NULL || a.k == JV_UNDEF, b_nullish = b.k == JV_NULL || b.k == JV_UNDEF;
@@ -887,8 +889,8 @@ int jv_loose_eq(jr *r, uint32_t pos, jv a, jv b, int *eq) {
                 return J_OK;
             }
             jbuf buf = {0};
-            JTRY(jv_raw_string(r, pos, *obj, &buf));
-            JTRY(jv_buf_to_str(r, pos, &buf, obj));
+            JTRY(ds_jinja_value_raw_string(r, pos, *obj, &buf));
+            JTRY(ds_jinja_value_buf_to_str(r, pos, &buf, obj));
         }
     }
     *eq = 0;

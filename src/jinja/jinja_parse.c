@@ -13,7 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "server/jinja_int.h"
+#include "jinja/jinja_int.h"
 
 #define MAX_NESTING 200
 
@@ -33,7 +33,7 @@ static int fail_at(parser *P, uint32_t pos, const char *fmt, ...) __attribute__(
 static int fail_at(parser *P, uint32_t pos, const char *fmt, ...) {
     if (P->failed) return -1;
     int line, col;
-    jinja_line_col(P->src, P->src_n, pos, &line, &col);
+    ds_jinja_line_col(P->src, P->src_n, pos, &line, &col);
     char what[200];
     va_list ap;
     va_start(ap, fmt);
@@ -81,7 +81,7 @@ static int expect(parser *P, int type, const char *what) {
 }
 
 static jnode *node(parser *P, int kind, uint32_t pos) {
-    jnode *n = ja_zalloc(P->a, sizeof *n);
+    jnode *n = ds_jinja_arena_zalloc(P->a, sizeof *n);
     if (!n) {
         if (!P->failed) ds_fail(P->e, DS_ENOMEM, "template: out of memory");
         P->failed = 1;
@@ -103,7 +103,7 @@ static int nlist_push(parser *P, nlist *l, jnode *x) {
     if (!x) return -1;
     if (l->n == l->cap) {
         int cap = l->cap ? l->cap * 2 : 4;
-        jnode **v = ja_grow(P->a, l->v, (size_t)l->cap * sizeof *v, (size_t)cap * sizeof *v);
+        jnode **v = ds_jinja_arena_grow(P->a, l->v, (size_t)l->cap * sizeof *v, (size_t)cap * sizeof *v);
         if (!v) {
             if (!P->failed) ds_fail(P->e, DS_ENOMEM, "template: out of memory");
             P->failed = 1;
@@ -276,7 +276,7 @@ static jnode *parse_primary(parser *P) {
         if (is(P, T_STR)) {   /* 'a' 'b' is 'ab' */
             size_t total = t->v.n;
             for (size_t k = P->i; k < P->n && P->t[k].type == T_STR; k++) total += P->t[k].v.n;
-            char *p = ja_alloc(P->a, total + 1);
+            char *p = ds_jinja_arena_alloc(P->a, total + 1);
             if (!p) {
                 fail_at(P, t->pos, "%s", "out of memory");
                 return NULL;
@@ -587,7 +587,7 @@ static int parse_body(parser *P, const jtok *opener, const char *a, const char *
     while (!is_statement(P, a, b, c)) {
         if (is(P, T_EOF)) {
             int line, col;
-            jinja_line_col(P->src, P->src_n, opener->pos, &line, &col);
+            ds_jinja_line_col(P->src, P->src_n, opener->pos, &line, &col);
             char msg[160];
             snprintf(msg, sizeof msg, "unexpected end of template: the '%.*s' opened at %d:%d needs {%% %s %%}",
                      (int)opener->v.n, opener->v.p, line, col, a);
@@ -800,7 +800,7 @@ static jnode *parse_any(parser *P) {
     }
 }
 
-ds_status jinja_parse(jarena *a, const char *src, size_t src_n, const jtok *toks, size_t n_toks, jlist *out,
+ds_status ds_jinja_parse(jarena *a, const char *src, size_t src_n, const jtok *toks, size_t n_toks, jlist *out,
                       ds_err *e) {
     parser P = {.a = a, .src = src, .src_n = src_n, .t = toks, .n = n_toks, .e = e};
     nlist body = {0};

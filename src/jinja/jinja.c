@@ -4,7 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "server/jinja_int.h"
+#include "jinja/jinja_int.h"
 
 #define COMPILE_MEMORY_LIMIT ((size_t)1 << 30)
 
@@ -18,7 +18,7 @@ ds_jinja_limits ds_jinja_default_limits(void) {
     return l;
 }
 
-void jinja_line_col(const char *src, size_t n, size_t pos, int *line, int *col) {
+void ds_jinja_line_col(const char *src, size_t n, size_t pos, int *line, int *col) {
     int l = 1, c = 1;
     if (pos > n) pos = n;
     for (size_t i = 0; i < pos; i++) {
@@ -33,7 +33,7 @@ void jinja_line_col(const char *src, size_t n, size_t pos, int *line, int *col) 
     *col = c;
 }
 
-int jr_fail(jr *r, uint32_t pos, ds_status code, const char *fmt, ...) {
+int ds_jinja_fail(jr *r, uint32_t pos, ds_status code, const char *fmt, ...) {
     if (!r->e) return J_ERR;
     char msg[520];
     va_list ap;
@@ -44,20 +44,20 @@ int jr_fail(jr *r, uint32_t pos, ds_status code, const char *fmt, ...) {
         ds_fail(r->e, code, "template: %s", msg);
     } else {
         int line, col;
-        jinja_line_col(r->t->src, r->t->src_len, pos, &line, &col);
+        ds_jinja_line_col(r->t->src, r->t->src_len, pos, &line, &col);
         ds_fail(r->e, code, "template:%d:%d: %s", line, col, msg);
     }
     return J_ERR;
 }
 
-int jr_oom(jr *r, uint32_t pos) {
-    return jr_fail(r, pos, DS_ENOMEM, "out of memory (the render may use at most %zu bytes)", r->lim.max_memory);
+int ds_jinja_fail_oom(jr *r, uint32_t pos) {
+    return ds_jinja_fail(r, pos, DS_ENOMEM, "out of memory (the render may use at most %zu bytes)", r->lim.max_memory);
 }
 
-int jr_scan(jr *r, uint32_t pos, size_t units) {
+int ds_jinja_charge_scan(jr *r, uint32_t pos, size_t units) {
     r->steps += units / 16 + 1;
     if (r->steps > r->lim.max_steps)
-        return jr_fail(r, pos, DS_ENOMEM, "more than %llu evaluation steps", (unsigned long long)r->lim.max_steps);
+        return ds_jinja_fail(r, pos, DS_ENOMEM, "more than %llu evaluation steps", (unsigned long long)r->lim.max_steps);
     return J_OK;
 }
 
@@ -79,8 +79,8 @@ ds_status ds_jinja_compile(const char *text, ds_jinja **out, ds_err *e) {
     /* the tokens stay in the template's arena: the tree points into their text */
     jtok *toks;
     size_t n_toks;
-    ds_status s = jinja_lex(&t->arena, t->src, n, &toks, &n_toks, e);
-    if (!s) s = jinja_parse(&t->arena, t->src, n, toks, n_toks, &t->body, e);
+    ds_status s = ds_jinja_lex(&t->arena, t->src, n, &toks, &n_toks, e);
+    if (!s) s = ds_jinja_parse(&t->arena, t->src, n, toks, n_toks, &t->body, e);
     if (s) {
         ds_jinja_free(t);
         return s;
@@ -91,7 +91,7 @@ ds_status ds_jinja_compile(const char *text, ds_jinja **out, ds_err *e) {
 
 void ds_jinja_free(ds_jinja *t) {
     if (!t) return;
-    ja_release(&t->arena);
+    ds_jinja_arena_release(&t->arena);
     free(t->src);
     free(t);
 }
@@ -104,15 +104,15 @@ ds_status ds_jinja_render_limited(const ds_jinja *t, const json_t *ctx, const ds
     jr r = {.lim = *lim, .t = t, .e = e ? e : &local};
     r.arena.limit = lim->max_memory;
     jbuf b = {0};
-    int rc = je_render(&r, t, ctx, &b);
+    int rc = ds_jinja_eval_template(&r, t, ctx, &b);
     ds_status s = DS_OK;
     if (rc) {
         s = r.e->code ? r.e->code : DS_EINVAL;
     } else {
-        *out = wtf8_to_utf8(b.p ? b.p : "", b.n, len);
+        *out = ds_jinja_wtf8_to_utf8(b.p ? b.p : "", b.n, len);
         if (!*out) s = ds_fail(e, DS_ENOMEM, "template: out of memory");
     }
-    ja_release(&r.arena);
+    ds_jinja_arena_release(&r.arena);
     return s;
 }
 

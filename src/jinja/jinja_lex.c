@@ -13,7 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "server/jinja_int.h"
+#include "jinja/jinja_int.h"
 
 typedef struct {
     char *s;
@@ -22,8 +22,8 @@ typedef struct {
 } ptext;
 
 static int ptext_alloc(jarena *a, ptext *t, size_t cap) {
-    t->s = ja_alloc(a, cap + 1);
-    t->orig = ja_alloc(a, (cap + 1) * sizeof *t->orig);
+    t->s = ds_jinja_arena_alloc(a, cap + 1);
+    t->orig = ds_jinja_arena_alloc(a, (cap + 1) * sizeof *t->orig);
     t->n = 0;
     return t->s && t->orig ? 0 : -1;
 }
@@ -88,11 +88,11 @@ static size_t generation_tag(const ptext *t, size_t i, int *lstrip, int *rstrip)
     p += 2;
     *lstrip = p < end && *p == '-';
     if (*lstrip) p++;
-    for (size_t w; (w = js_ws_at(p, end)) > 0;) p += w;
+    for (size_t w; (w = ds_jinja_str_ws_at(p, end)) > 0;) p += w;
     if (end - p >= 3 && !memcmp(p, "end", 3)) p += 3;
     if (end - p < 10 || memcmp(p, "generation", 10) != 0) return 0;
     p += 10;
-    for (size_t w; (w = js_ws_at(p, end)) > 0;) p += w;
+    for (size_t w; (w = ds_jinja_str_ws_at(p, end)) > 0;) p += w;
     *rstrip = p < end && *p == '-';
     if (*rstrip) p++;
     if (end - p < 2 || p[0] != '%' || p[1] != '}') return 0;
@@ -110,14 +110,14 @@ static void drop_generation_tags(const ptext *in, ptext *out) {
             if (ls && in_ws_run) out->n = ws_from;
             i = end;
             size_t after = i;
-            for (size_t w; (w = js_ws_at(in->s + after, in->s + in->n)) > 0;) after += w;
+            for (size_t w; (w = ds_jinja_str_ws_at(in->s + after, in->s + in->n)) > 0;) after += w;
             if (!rs)
                 while (i < after) ptext_push(out, in, i++);
             i = after;
             in_ws_run = 0;   /* the match ate the run; the next one starts fresh */
             continue;
         }
-        size_t w = js_ws_at(in->s + i, in->s + in->n);
+        size_t w = ds_jinja_str_ws_at(in->s + i, in->s + in->n);
         if (w) {
             if (!in_ws_run) ws_from = out->n;
             in_ws_run = 1;
@@ -164,14 +164,14 @@ typedef struct {
 
 static ds_status lex_fail(lexer *L, size_t at, const char *what) {
     int line, col;
-    jinja_line_col(L->orig_src, L->orig_n, L->t.orig[at < L->t.n ? at : L->t.n], &line, &col);
+    ds_jinja_line_col(L->orig_src, L->orig_n, L->t.orig[at < L->t.n ? at : L->t.n], &line, &col);
     return ds_fail(L->e, DS_ECORRUPT, "template:%d:%d: %s", line, col, what);
 }
 
 static ds_status push(lexer *L, int type, size_t at, const char *p, size_t n) {
     if (L->n == L->cap) {
         size_t cap = L->cap ? L->cap * 2 : 256;
-        jtok *t = ja_grow(L->a, L->toks, L->cap * sizeof *t, cap * sizeof *t);
+        jtok *t = ds_jinja_arena_grow(L->a, L->toks, L->cap * sizeof *t, cap * sizeof *t);
         if (!t) return ds_fail(L->e, DS_ENOMEM, "template: out of memory");
         L->toks = t;
         L->cap = cap;
@@ -189,12 +189,12 @@ static int last_type(const lexer *L) { return L->n ? L->toks[L->n - 1].type : -1
 static void strip_trailing_ws(lexer *L) {
     if (!L->n || L->toks[L->n - 1].type != T_TEXT) return;
     jtok *t = &L->toks[L->n - 1];
-    t->v = js_trim(t->v, 0, 1);
+    t->v = ds_jinja_str_trim(t->v, 0, 1);
     if (t->v.n == 0) L->n--;
 }
 
 static void skip_ws(lexer *L) {
-    for (size_t w; (w = js_ws_at(L->t.s + L->pos, L->t.s + L->t.n)) > 0;) L->pos += w;
+    for (size_t w; (w = ds_jinja_str_ws_at(L->t.s + L->pos, L->t.s + L->t.n)) > 0;) L->pos += w;
 }
 
 static int starts(const lexer *L, const char *z) {
@@ -214,7 +214,7 @@ static int hexval(char c) {
 static ds_status lex_string(lexer *L) {
     size_t start = L->pos;
     char q = L->t.s[L->pos++];
-    char *out = ja_alloc(L->a, L->t.n - L->pos + 1);   /* decoding never grows the text */
+    char *out = ds_jinja_arena_alloc(L->a, L->t.n - L->pos + 1);   /* decoding never grows the text */
     if (!out) return ds_fail(L->e, DS_ENOMEM, "template: out of memory");
     size_t n = 0;
     uint32_t pending_hi = 0;   /* a \u high surrogate waiting for its low half */
@@ -248,14 +248,14 @@ static ds_status lex_string(lexer *L) {
         if (pending_hi) {
             if (is_unit && unit >= 0xDC00 && unit <= 0xDFFF) {
                 n -= 3;   /* replace the lone high half written before */
-                n += wtf8_encode(0x10000 + ((pending_hi - 0xD800) << 10) + (unit - 0xDC00), out + n);
+                n += ds_jinja_wtf8_encode(0x10000 + ((pending_hi - 0xD800) << 10) + (unit - 0xDC00), out + n);
                 pending_hi = 0;
                 continue;
             }
             pending_hi = 0;
         }
         if (is_unit) {
-            n += wtf8_encode(unit, out + n);
+            n += ds_jinja_wtf8_encode(unit, out + n);
             if (unit >= 0xD800 && unit <= 0xDBFF) pending_hi = unit;
         } else {
             out[n++] = c;
@@ -399,7 +399,7 @@ static ds_status lex_all(lexer *L) {
     return push(L, T_EOF, L->t.n, L->t.s + L->t.n, 0);
 }
 
-ds_status jinja_lex(jarena *a, const char *src, size_t n, jtok **out, size_t *n_out, ds_err *e) {
+ds_status ds_jinja_lex(jarena *a, const char *src, size_t n, jtok **out, size_t *n_out, ds_err *e) {
     lexer L = {.a = a, .orig_src = src, .orig_n = n, .e = e};
     ds_status s = preprocess(a, src, n, &L.t, e);
     if (s) return s;

@@ -1,6 +1,8 @@
 /* jinja_int.h - what the files of the Jinja engine share: the arena, values,
  * tokens, the syntax tree and the render state. Not for use outside
- * src/server/jinja*.c; the public interface is jinja.h.
+ * src/jinja/jinja*.c; the public interface is jinja/jinja.h. This layer uses
+ * only common/ (and jansson, utf8proc): the server, the command line and the
+ * fuzz targets include jinja/jinja.h.
  *
  *   jinja_lex.c       template text -> tokens (with HF's trim/lstrip preprocessing)
  *   jinja_parse.c     tokens -> syntax tree
@@ -13,7 +15,12 @@
  * parsing, the tree stays); a render owns another, from which every value and
  * every piece of text is allocated and which is released in one go at the end.
  * Values therefore never need freeing, and cycles (a namespace holding itself)
- * cost nothing. Strings of the context point into the caller's jansson tree. */
+ * cost nothing. Strings of the context point into the caller's jansson tree.
+ *
+ * Names shared between the files carry the project's prefix and a family word
+ * (ds_jinja_arena_, _value_, _obj_, _str_, _wtf8_, _buf_, _builtin_, _eval_),
+ * so that nothing of the engine can clash with another library at link time;
+ * tests/cli/test_symbols.sh keeps it so. */
 #ifndef DS_JINJA_INT_H
 #define DS_JINJA_INT_H
 
@@ -23,7 +30,7 @@
 #include <string.h>
 
 #include "common/status.h"
-#include "server/jinja.h"
+#include "jinja/jinja.h"
 
 /* --- arena --- */
 
@@ -34,11 +41,11 @@ typedef struct {
     size_t limit;  /* 0: none */
 } jarena;
 
-void *ja_alloc(jarena *a, size_t n);            /* NULL when out of memory or over the limit */
-void *ja_zalloc(jarena *a, size_t n);
+void *ds_jinja_arena_alloc(jarena *a, size_t n);  /* NULL when out of memory or over the limit */
+void *ds_jinja_arena_zalloc(jarena *a, size_t n);
 /* Grows the most recent allocation in place when it can, else moves it. */
-void *ja_grow(jarena *a, void *p, size_t old_n, size_t new_n);
-void ja_release(jarena *a);
+void *ds_jinja_arena_grow(jarena *a, void *p, size_t old_n, size_t new_n);
+void ds_jinja_arena_release(jarena *a);
 
 /* --- values --- */
 
@@ -164,12 +171,12 @@ struct ds_jinja {
 };
 
 /* Line and column (1-based, columns in characters) of byte offset pos. */
-void jinja_line_col(const char *src, size_t n, size_t pos, int *line, int *col);
+void ds_jinja_line_col(const char *src, size_t n, size_t pos, int *line, int *col);
 
 /* Lexer: tokens into the arena, ending with T_EOF. */
-ds_status jinja_lex(jarena *a, const char *src, size_t n, jtok **out, size_t *n_out, ds_err *e);
+ds_status ds_jinja_lex(jarena *a, const char *src, size_t n, jtok **out, size_t *n_out, ds_err *e);
 /* Parser: the template's statements. */
-ds_status jinja_parse(jarena *a, const char *src, size_t src_n, const jtok *toks, size_t n_toks, jlist *out,
+ds_status ds_jinja_parse(jarena *a, const char *src, size_t src_n, const jtok *toks, size_t n_toks, jlist *out,
                       ds_err *e);
 
 /* --- render state --- */
@@ -186,19 +193,19 @@ typedef struct {
 } jr;
 
 /* Records an error at template position pos and returns J_ERR. */
-int jr_fail(jr *r, uint32_t pos, ds_status code, const char *fmt, ...) __attribute__((format(printf, 4, 5)));
-int jr_oom(jr *r, uint32_t pos);
+int ds_jinja_fail(jr *r, uint32_t pos, ds_status code, const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+int ds_jinja_fail_oom(jr *r, uint32_t pos);
 /* Charges work that allocates nothing (scanning a string, walking a list)
  * to the step budget: one step per 16 bytes or items. */
-int jr_scan(jr *r, uint32_t pos, size_t units);
+int ds_jinja_charge_scan(jr *r, uint32_t pos, size_t units);
 
 typedef struct {
     char *p;
     size_t n, cap;
 } jbuf;
 
-int jbuf_put(jr *r, uint32_t pos, jbuf *b, const char *p, size_t n);
-int jbuf_putc(jr *r, uint32_t pos, jbuf *b, char c);
+int ds_jinja_buf_put(jr *r, uint32_t pos, jbuf *b, const char *p, size_t n);
+int ds_jinja_buf_putc(jr *r, uint32_t pos, jbuf *b, char c);
 
 /* constructors */
 static inline jv jv_undef(void) { jv v = {.k = JV_UNDEF}; return v; }
@@ -215,22 +222,22 @@ static inline int jstr_eq(jstr a, const char *z) {
 static inline int jstr_same(jstr a, jstr b) { return a.n == b.n && (a.n == 0 || memcmp(a.p, b.p, a.n) == 0); }
 
 /* jinja_value.c */
-const char *jv_type_name(jv v);               /* @huggingface/jinja's names: "StringValue", ... */
-int jv_truthy(jv v);
-int jv_new_array(jr *r, uint32_t pos, size_t n, jv *out);  /* items zeroed (undefined) */
-int jv_new_object(jr *r, uint32_t pos, size_t cap, int kind, jv *out); /* kind: JV_OBJECT or JV_NS */
-const jv *jobj_get(const jobj *o, const char *k, size_t kn);
-int jobj_set(jr *r, uint32_t pos, jobj *o, jstr key, jv val);
-int jv_new_func(jr *r, uint32_t pos, int kind, int id, jv self, const jnode *node, jscope *scope, jv *out);
-int jv_concat(jr *r, uint32_t pos, jstr a, jstr b, jv *out);
-int jv_from_json(jr *r, const json_t *j, jv *out, int depth);
+const char *ds_jinja_value_type_name(jv v);  /* @huggingface/jinja's names: "StringValue", ... */
+int ds_jinja_value_truthy(jv v);
+int ds_jinja_value_new_array(jr *r, uint32_t pos, size_t n, jv *out);  /* items zeroed (undefined) */
+int ds_jinja_value_new_object(jr *r, uint32_t pos, size_t cap, int kind, jv *out);  /* kind: JV_OBJECT or JV_NS */
+const jv *ds_jinja_obj_get(const jobj *o, const char *k, size_t kn);
+int ds_jinja_obj_set(jr *r, uint32_t pos, jobj *o, jstr key, jv val);
+int ds_jinja_value_new_func(jr *r, uint32_t pos, int kind, int id, jv self, const jnode *node, jscope *scope, jv *out);
+int ds_jinja_value_concat(jr *r, uint32_t pos, jstr a, jstr b, jv *out);
+int ds_jinja_value_from_json(jr *r, const json_t *j, jv *out, int depth);
 
 /* Text forms (see jinja_value.c for which JavaScript conversion each mirrors). */
-int jv_render(jr *r, uint32_t pos, jv v, jbuf *b);   /* RuntimeValue.toString(), as output */
-int jv_raw_string(jr *r, uint32_t pos, jv v, jbuf *b); /* value.toString(), as `+` and `~` use */
-int jv_join_item(jr *r, uint32_t pos, jv v, jbuf *b);  /* Array.prototype.join's view of a value */
-int jv_buf_to_str(jr *r, uint32_t pos, jbuf *b, jv *out);
-int jv_to_rendered_str(jr *r, uint32_t pos, jv v, jv *out);
+int ds_jinja_value_render(jr *r, uint32_t pos, jv v, jbuf *b);  /* RuntimeValue.toString(), as output */
+int ds_jinja_value_raw_string(jr *r, uint32_t pos, jv v, jbuf *b);  /* value.toString(), as `+` and `~` use */
+int ds_jinja_value_join_item(jr *r, uint32_t pos, jv v, jbuf *b);  /* Array.prototype.join's view of a value */
+int ds_jinja_value_buf_to_str(jr *r, uint32_t pos, jbuf *b, jv *out);
+int ds_jinja_value_to_rendered_str(jr *r, uint32_t pos, jv v, jv *out);
 
 typedef struct {
     int indent;               /* 0: none */
@@ -238,39 +245,36 @@ typedef struct {
     jstr item_sep, key_sep;   /* p NULL: the defaults */
     int undefined_as_null;
 } jjson_opts;
-int jv_tojson(jr *r, uint32_t pos, jv v, const jjson_opts *o, int depth, jbuf *b);
+int ds_jinja_value_tojson(jr *r, uint32_t pos, jv v, const jjson_opts *o, int depth, jbuf *b);
 
-size_t js_number_format(double x, char *buf);   /* Number.prototype.toString(); buf >= 32 bytes */
-int jv_loose_eq(jr *r, uint32_t pos, jv a, jv b, int *eq);   /* JavaScript `a.value == b.value` */
-int jv_strict_eq(jv a, jv b);                  /* JavaScript `a.value === b.value` */
-int jv_same_value_zero(jv a, jv b);            /* Set membership of .value */
+int ds_jinja_value_loose_eq(jr *r, uint32_t pos, jv a, jv b, int *eq);  /* JavaScript `a.value == b.value` */
+int ds_jinja_value_strict_eq(jv a, jv b);  /* JavaScript `a.value === b.value` */
+int ds_jinja_value_same_value_zero(jv a, jv b);  /* Set membership of .value */
 
 /* Strings as JavaScript sees them (UTF-16 code units). */
-uint32_t wtf8_decode(const char *p, size_t n, size_t *len);  /* one code point; bad bytes give U+FFFD */
-size_t wtf8_encode(uint32_t cp, char *out);                  /* 1..4 bytes */
-size_t js_utf16_len(jstr s);
-size_t js_ws_at(const char *p, const char *end);             /* bytes of a JS whitespace char at p, or 0 */
-size_t js_ws_before(const char *start, const char *p);       /* ... of one ending at p */
-jstr js_trim(jstr s, int left, int right);
-int js_case_map(jr *r, uint32_t pos, jstr s, int upper, jv *out);
-int js_str_compare(jstr a, jstr b);                          /* by UTF-16 code units */
+uint32_t ds_jinja_wtf8_decode(const char *p, size_t n, size_t *len);  /* one code point; bad bytes give U+FFFD */
+size_t ds_jinja_wtf8_encode(uint32_t cp, char *out);  /* 1..4 bytes */
+size_t ds_jinja_str_utf16_len(jstr s);
+size_t ds_jinja_str_ws_at(const char *p, const char *end);  /* bytes of a JS whitespace char at p, or 0 */
+jstr ds_jinja_str_trim(jstr s, int left, int right);
+int ds_jinja_str_case_map(jr *r, uint32_t pos, jstr s, int upper, jv *out);
+int ds_jinja_str_compare(jstr a, jstr b);  /* by UTF-16 code units */
 /* Normalises rendered WTF-8 to UTF-8 (surrogate pairs joined, lone ones
  * U+FFFD) into a malloc'd NUL-terminated string. */
-char *wtf8_to_utf8(const char *p, size_t n, size_t *out_n);
+char *ds_jinja_wtf8_to_utf8(const char *p, size_t n, size_t *out_n);
 
 /* jinja_builtins.c */
-int jb_apply_filter(jr *r, const jnode *f, jv operand, jscope *s, jv *out);
-int jb_test(jr *r, const jnode *n, const char *name, size_t name_n, const jv *args, int n_args, int *result);
-int jb_member(jr *r, uint32_t pos, jv obj, jv prop, jv *out);
-int jb_call_builtin(jr *r, uint32_t pos, const jfunc *f, jv *args, int n_args, jv *out);
-int jb_global(jr *r, uint32_t pos, const char *name, size_t n, jv *out);   /* 1: found */
-int jb_is_global_name(const char *name, size_t n);
+int ds_jinja_builtin_filter(jr *r, const jnode *f, jv operand, jscope *s, jv *out);
+int ds_jinja_builtin_test(jr *r, const jnode *n, const char *name, size_t name_n, const jv *args, int n_args,
+                          int *result);
+int ds_jinja_builtin_member(jr *r, uint32_t pos, jv obj, jv prop, jv *out);
+int ds_jinja_builtin_call(jr *r, uint32_t pos, const jfunc *f, jv *args, int n_args, jv *out);
+int ds_jinja_builtin_global(jr *r, uint32_t pos, const char *name, size_t n, jv *out);  /* 1: found */
+int ds_jinja_builtin_is_global_name(const char *name, size_t n);
 
 /* jinja_eval.c */
-int je_eval(jr *r, const jnode *n, jscope *s, jv *out);
-int je_call_args(jr *r, const jlist *args, jscope *s, jv **out, int *n_out, jobj **kw_out);
-int je_call_function(jr *r, uint32_t pos, jv fn, jv *args, int n_args, jscope *s, jv *out);
-int je_render(jr *r, const ds_jinja *t, const json_t *ctx, jbuf *out);
+int ds_jinja_eval_call_args(jr *r, const jlist *args, jscope *s, jv **out, int *n_out, jobj **kw_out);
+int ds_jinja_eval_template(jr *r, const ds_jinja *t, const json_t *ctx, jbuf *out);
 
 #define JTRY(x)                       \
     do {                              \

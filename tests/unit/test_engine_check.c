@@ -13,7 +13,7 @@
 #include <unistd.h>
 
 #include "engine/engine_int.h"
-#include "loading/model_make.h"
+#include "model/model_make.h"
 #include "testing.h"
 
 static char tmpdir[256];

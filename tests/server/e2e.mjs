@@ -122,6 +122,8 @@ async function mainSuite() {
     check(lp.top_logprobs.length === lp.tokens.length, 'lengths');
     lp.tokens.forEach((tok, i) => {
       const top = lp.top_logprobs[i];
+      // tokens that cut a character all read as U+FFFD: two of them share one key of the object
+      if (tok.includes('\ufffd')) return;
       check(tok in top && Math.abs(top[tok] - lp.token_logprobs[i]) < 1e-6, `token ${i} ${JSON.stringify(tok)} not in ${JSON.stringify(top)}`);
       check(Object.keys(top).length <= 2, JSON.stringify(top));
     });

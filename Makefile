@@ -56,6 +56,9 @@ AVX512BF16_FLAGS := $(AVX2_FLAGS) -mavx512f -mavx512bw -mavx512vl -mavx512dq -ma
 $(BUILD)/src/kernels/x86/%_avx2.o: CFLAGS += $(AVX2_FLAGS)
 $(BUILD)/src/kernels/x86/%_avx512.o: CFLAGS += $(AVX512_FLAGS)
 $(BUILD)/src/kernels/x86/%_avx512bf16.o: CFLAGS += $(AVX512BF16_FLAGS)
+# The quantiser's float searches clamp with compares and selects; without
+# trapping maths gcc may vectorise them (the results are the same bits).
+$(BUILD)/src/kernels/quant_ref.o: CFLAGS += -fno-trapping-math
 
 $(BUILD)/libdeltaserve.a: $(LIB_OBJ)
 	@rm -f $@

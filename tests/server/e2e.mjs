@@ -771,6 +771,25 @@ async function faultPhaseSuite() {
   });
 }
 
+// SIGTERM is handled asynchronously: polls /health until the server says it is draining.
+async function untilDraining() {
+  let h;
+  for (let i = 0; i < 400; i++) {
+    h = await raw('GET', '/health');
+    if (h.status === 503) break;
+    await sleep(5);
+  }
+  check(h.status === 503, `health ${h.status}`);
+}
+
+// A stream the server ended on purpose: one error event that says why, and no [DONE] after it.
+function endsWithError(r, why) {
+  check(r.status === 200, `status ${r.status}`);
+  const err = r.events.filter((e) => e.event === 'error');
+  check(err.length === 1 && JSON.parse(err[0].data).error.message.includes(why), `events: ${r.body.slice(-300)}`);
+  check(!r.events.some((e) => e.data === '[DONE]'), '[DONE] after the error');
+}
+
 async function drainSuite() {
   const pid = Number(process.env.DS_SERVER_PID);
   await t('SIGTERM drains: 503s for new work, running stream finishes', async () => {
@@ -781,14 +800,7 @@ async function drainSuite() {
     const it = s[Symbol.asyncIterator]();
     await it.next();
     process.kill(pid, 'SIGTERM');
-    // the signal is handled asynchronously: poll until the server says it is draining
-    let h;
-    for (let i = 0; i < 400; i++) {
-      h = await raw('GET', '/health');
-      if (h.status === 503) break;
-      await sleep(5);
-    }
-    check(h.status === 503, `health ${h.status}`);
+    await untilDraining();
     const n = await raw('POST', '/v1/completions', { model: MODEL, prompt: 'x', max_tokens: 2 }, auth);
     check(n.status === 503, `new request ${n.status}`);
     let finish = null;
@@ -810,11 +822,7 @@ async function drainTimeoutSuite() {
       n: 2, temperature: 1, seed: 1 });
     await s.started;
     process.kill(pid, 'SIGTERM');
-    const r = await s.end;
-    check(r.status === 200, `status ${r.status}`);
-    const err = r.events.filter((e) => e.event === 'error');
-    check(err.length === 1 && JSON.parse(err[0].data).error.message.includes('shutting down'), `events: ${r.body.slice(-300)}`);
-    check(!r.events.some((e) => e.data === '[DONE]'), '[DONE] after the error');
+    endsWithError(await s.end, 'shutting down');
   });
 }
 
@@ -842,19 +850,9 @@ async function drainAgainSuite() {
     await s.started;
     process.kill(pid, 'SIGTERM');
     // signals of one kind do not queue: the second must come after the server took the first
-    let h;
-    for (let i = 0; i < 400; i++) {
-      h = await raw('GET', '/health');
-      if (h.status === 503) break;
-      await sleep(5);
-    }
-    check(h.status === 503, `health ${h.status}`);
+    await untilDraining();
     process.kill(pid, 'SIGTERM');
-    const r = await s.end;
-    check(r.status === 200, `status ${r.status}`);
-    const err = r.events.filter((e) => e.event === 'error');
-    check(err.length === 1 && JSON.parse(err[0].data).error.message.includes('second signal'), `events: ${r.body.slice(-300)}`);
-    check(!r.events.some((e) => e.data === '[DONE]'), '[DONE] after the error');
+    endsWithError(await s.end, 'second signal');
   });
 }
 

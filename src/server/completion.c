@@ -659,9 +659,10 @@ ds_completion *ds_completion_start(ds_server *s, ds_oai_request *req, int fd, ds
         ds_chat_parser_init(&h->parser, c->start_in_reasoning, c->parse_tools);
         if (!c->req.parallel_tool_calls) ds_chat_parser_limit_calls(&h->parser, 1);
         if (c->req.kind == DS_OAI_CHAT && c->req.tool_choice >= DS_TOOLS_REQUIRED) {
+            const ds_model_config *mc = ds_model_cfg(s->model);
             if (ds_tool_constraint_init(&h->call, s->tok, s->call_form, c->req.tools,
                                         c->req.tool_choice == DS_TOOLS_NAMED ? c->req.tool_name : NULL,
-                                        c->start_in_reasoning, &e) != DS_OK) {
+                                        mc->eos_ids, mc->n_eos, c->start_in_reasoning, &e) != DS_OK) {
                 http_fail(err, e.code == DS_ENOMEM ? 500 : 400, e.code == DS_ENOMEM ? "server_error" : "invalid_request_error",
                           NULL, "tool_choice", "%s", e.msg);
                 goto fail;

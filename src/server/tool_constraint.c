@@ -26,9 +26,12 @@ static const char *tool_name(const json_t *tool) {
 }
 
 ds_status ds_tool_constraint_init(ds_tool_constraint *c, const ds_tokenizer *tok, ds_call_form form,
-                                  const json_t *tools, const char *only, int in_reasoning, ds_err *e) {
+                                  const json_t *tools, const char *only, const int32_t *end_ids, int n_end,
+                                  int in_reasoning, ds_err *e) {
     memset(c, 0, sizeof *c);
     c->tok = tok;
+    c->end_ids = end_ids;
+    c->n_end = n_end;
     ds_reasoning_gate_init(&c->reasoning, in_reasoning);
     c->max_space = in_reasoning ? MAX_SPACE : 0;
     size_t n = json_array_size(tools);
@@ -118,9 +121,16 @@ ds_filter_result ds_tool_constraint_filter(void *user, const int32_t *generated,
     ds_tool_constraint *c = user;
     for (; c->n_seen < n_generated && !c->done; c->n_seen++) feed(c, generated[c->n_seen]);
     if (c->done) return DS_FILTER_DONE;
-    if (c->reasoning.open) return DS_FILTER_FREE;
-    cursor start = cursor_of(c);
     int any = 0;
+    if (c->reasoning.open) {
+        /* free text, but the end token would end the answer before its call: only </think> leads
+         * out of the reasoning */
+        memset(allowed, 1, (size_t)n_vocab);
+        for (int i = 0; i < c->n_end; i++)
+            if (c->end_ids[i] >= 0 && c->end_ids[i] < n_vocab) allowed[c->end_ids[i]] = 0, any = 1;
+        return any ? DS_FILTER_MASK : DS_FILTER_FREE;
+    }
+    cursor start = cursor_of(c);
     for (int32_t t = 0; t < n_vocab; t++) {
         size_t len = 0;
         const char *b = ds_tokenizer_token_bytes(c->tok, t, &len);

@@ -8,7 +8,8 @@
  *   Qwen3 (JSON)   <tool_call>\n{"name": "NAME"
  * (after a few whitespace bytes when a reasoning part ended just before).
  * The arguments are then the model's.
- * A reasoning part the prompt opened is left free until its </think>. */
+ * A reasoning part the prompt opened is left free until its </think>, except
+ * for the end tokens: an answer never ends inside its reasoning, before its call. */
 #ifndef DS_TOOL_CONSTRAINT_H
 #define DS_TOOL_CONSTRAINT_H
 
@@ -29,7 +30,9 @@ typedef struct {
     const ds_tokenizer *tok;
     char **openings;        /* what the answer may open with, one per allowed function */
     int n_openings;
-    ds_reasoning_gate reasoning; /* free until its </think> */
+    ds_reasoning_gate reasoning; /* free until its </think>, but for the end tokens */
+    const int32_t *end_ids;  /* the model's end tokens, never allowed before the opening */
+    int n_end;
     int n_seen;             /* generated tokens taken into account */
     int n_space;            /* whitespace bytes before the opening */
     int max_space;          /* how many may come (only after a </think>) */
@@ -38,9 +41,11 @@ typedef struct {
     int done;               /* opened, or given up on (an unexpected token) */
 } ds_tool_constraint;
 
-/* tools: the request's tools array; only: the one function allowed, or NULL for any of them. */
+/* tools: the request's tools array; only: the one function allowed, or NULL for any of them;
+ * end_ids: the model's end tokens (borrowed, they must outlive the constraint). */
 ds_status ds_tool_constraint_init(ds_tool_constraint *c, const ds_tokenizer *tok, ds_call_form form,
-                                  const json_t *tools, const char *only, int in_reasoning, ds_err *e);
+                                  const json_t *tools, const char *only, const int32_t *end_ids, int n_end,
+                                  int in_reasoning, ds_err *e);
 void ds_tool_constraint_free(ds_tool_constraint *c);
 
 /* The engine's token filter (ds_token_filter_fn); user is the ds_tool_constraint. */

@@ -335,6 +335,35 @@ async function mainSuite() {
       }
     });
   });
+  await t('tool_choice required / named with thinking on: the end token waits for </think> and the call', async () => {
+    // with the end token allowed inside the reasoning, 13 of these 36 answers ended "stop" in their
+    // reasoning with no call at all (e.g. "hi" seed 1 after 11 reasoning tokens)
+    const tools = ['get_weather', 'get_time', 'search'].map((name) => ({ type: 'function', function: { name, parameters: { type: 'object' } } }));
+    const reqs = [];
+    for (const content of ['x', 'hi', 'call something']) for (let seed = 0; seed < 12; seed++) {
+      const named = seed % 3 === 2 ? tools[seed % 2].function.name : null;
+      reqs.push({ content, seed, named, tool_choice: named ? { type: 'function', function: { name: named } } : 'required' });
+    }
+    const max = 300;
+    const rs = await Promise.all(reqs.map((q) => raw('POST', '/v1/chat/completions', { model: MODEL, messages: [{ role: 'user', content: q.content }],
+      tools, tool_choice: q.tool_choice, seed: q.seed, max_tokens: max }, auth)));
+    rs.forEach((r, i) => {
+      const q = reqs[i], what = `${JSON.stringify(q.content)} seed ${q.seed} ${JSON.stringify(q.tool_choice)}`;
+      check(r.status === 200, `${what}: ${r.status} ${r.body.slice(0, 200)}`);
+      const j = JSON.parse(r.body), c = j.choices[0], m = c.message;
+      const fits = (name) => (q.named ? name === q.named : tools.some((x) => x.function.name === name));
+      if (c.finish_reason === 'tool_calls') {
+        check(m.tool_calls && m.tool_calls.length > 0 && m.tool_calls.every((x) => fits(x.function.name)), `${what}: ${JSON.stringify(m.tool_calls)}`);
+      } else if (c.finish_reason === 'length') {
+        check(j.usage.completion_tokens === max, `${what}: length at ${JSON.stringify(j.usage)}`);
+      } else {
+        // the model may end a call it opened before closing it (returned as content): never before
+        const got = /^\s*<tool_call>\n<function=([a-z_]+)>/.exec(m.content || '');
+        check(c.finish_reason === 'stop' && got && fits(got[1]),
+          `${what}: ${c.finish_reason} with no call: ${JSON.stringify(m).slice(0, 160)}, usage ${JSON.stringify(j.usage)}`);
+      }
+    });
+  });
   await t('streaming: whitespace goes out token by token without tools or stop strings, not with the next text or the finish', async () => {
     // json_object with thinking off often begins with whitespace tokens. The seeds are found here
     // (the first ones whose answer begins with two or more whitespace tokens, read from a

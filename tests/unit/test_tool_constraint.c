@@ -9,7 +9,8 @@
  * anything); the walk picks allowed tokens (the longest or a random one)
  * until the filter lets go, and the text must then open a call to an allowed
  * function (the named one when there is one). Reasoning parts stay free until
- * their </think>, written as the added token or byte by byte. */
+ * their </think>, written as the added token or byte by byte, but for the end
+ * token: the answer cannot end inside its reasoning, before its call. */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -88,7 +89,9 @@ static void walk(const ds_tokenizer *tok, int n_vocab, int check_every_token, in
     scenario_make(&s);
     ds_tool_constraint c;
     ds_err e = {0};
-    REQUIRE(ds_tool_constraint_init(&c, tok, (ds_call_form)s.form, s.tools, s.only, s.in_reasoning, &e) == DS_OK,
+    int32_t end_ids[1] = {ds_tokenizer_find(tok, "<|endoftext|>")};
+    REQUIRE(end_ids[0] >= 0, "no <|endoftext|> token");
+    REQUIRE(ds_tool_constraint_init(&c, tok, (ds_call_form)s.form, s.tools, s.only, end_ids, 1, s.in_reasoning, &e) == DS_OK,
             "init: %s", e.msg);
     uint8_t *allowed = malloc((size_t)n_vocab);
     int32_t gen[MAX_WALK], *cand = malloc((size_t)n_vocab * sizeof *cand);
@@ -105,9 +108,10 @@ static void walk(const ds_tokenizer *tok, int n_vocab, int check_every_token, in
         fr = ds_tool_constraint_filter(&c, gen, n, allowed, n_vocab);
         if (fr == DS_FILTER_DONE) break;
         int32_t t;
-        if (fr == DS_FILTER_FREE) {
-            CHECK(reasoning, "free outside the reasoning, after %d tokens", n);
-            if (!reasoning) break;
+        if (reasoning) { /* anything but the end token, which would end the answer with no call */
+            CHECK(fr == DS_FILTER_MASK && !allowed[end_ids[0]] && allowed[think_end] && allowed[65],
+                  "inside the reasoning (%d tokens in): filter %d, end token allowed %d", n, (int)fr, allowed[end_ids[0]]);
+            if (ds_t_case_failed) goto out;
             /* reasoning: a few ordinary tokens, then </think> (whole or in pieces) */
             if (think_steps > 0) { think_steps--; t = 65 + (int32_t)(rnd() % 20); }
             else if (close.n) t = close.ids[close_next++];
@@ -116,7 +120,7 @@ static void walk(const ds_tokenizer *tok, int n_vocab, int check_every_token, in
             gen[n++] = t;
             continue;
         }
-        CHECK(!reasoning, "narrowed while reasoning, after %d tokens", n);
+        CHECK(fr == DS_FILTER_MASK, "free outside the reasoning, after %d tokens", n);
         (*n_masks)++;
         int n_cand = 0;
         for (int32_t v = 0; v < n_vocab; v++) {
@@ -189,7 +193,7 @@ static void test_walks_qwen3_vocab(void) {
     ds_err e = {0};
     int V = ds_tokenizer_n_tokens(t);
     uint8_t *allowed = malloc((size_t)V);
-    if (tools && allowed && ds_tool_constraint_init(&c, t, DS_CALL_XML, tools, NULL, 0, &e) == DS_OK) {
+    if (tools && allowed && ds_tool_constraint_init(&c, t, DS_CALL_XML, tools, NULL, NULL, 0, 0, &e) == DS_OK) {
         struct timespec a, b;
         clock_gettime(CLOCK_MONOTONIC, &a);
         for (int i = 0; i < 20; i++) ds_tool_constraint_filter(&c, NULL, 0, allowed, V);
@@ -213,11 +217,11 @@ static void test_forms_and_errors(void) {
     json_t *tools = ds_json_parse("[{\"type\":\"function\",\"function\":{\"name\":\"a\"}}]", sizeof "[{\"type\":\"function\",\"function\":{\"name\":\"a\"}}]" - 1, NULL, 0);
     ds_tool_constraint c;
     ds_err e = {0};
-    CHECK(ds_tool_constraint_init(&c, t, DS_CALL_XML, tools, "b", 0, &e) == DS_EINVAL && strstr(e.msg, "b"),
+    CHECK(ds_tool_constraint_init(&c, t, DS_CALL_XML, tools, "b", NULL, 0, 0, &e) == DS_EINVAL && strstr(e.msg, "b"),
           "a name not in tools: %s", e.msg);
-    CHECK(ds_tool_constraint_init(&c, t, DS_CALL_XML, NULL, NULL, 0, &e) == DS_EINVAL, "no tools");
+    CHECK(ds_tool_constraint_init(&c, t, DS_CALL_XML, NULL, NULL, NULL, 0, 0, &e) == DS_EINVAL, "no tools");
     /* the first step allows exactly what starts "<tool_call>" */
-    REQUIRE(ds_tool_constraint_init(&c, t, DS_CALL_XML, tools, NULL, 0, &e) == DS_OK, "%s", e.msg);
+    REQUIRE(ds_tool_constraint_init(&c, t, DS_CALL_XML, tools, NULL, NULL, 0, 0, &e) == DS_OK, "%s", e.msg);
     int V = ds_tokenizer_n_tokens(t);
     uint8_t *allowed = calloc((size_t)V, 1);
     CHECK(ds_tool_constraint_filter(&c, NULL, 0, allowed, V) == DS_FILTER_MASK, "narrowed from the start");

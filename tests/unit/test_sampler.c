@@ -1,5 +1,6 @@
 /* test_sampler.c - sampling parameters do what OpenAI and llama.cpp users expect. */
 #include <math.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -241,6 +242,135 @@ static void test_coupled_draws(void) {
     ds_sampler_scratch_free(&sc);
 }
 
+/* ds_sampler_probs as it was before top-k, top-p and min-p stopped sorting
+ * every candidate: the reference the faster one must match bit for bit. */
+static int ref_by_prob_desc(const void *a, const void *b, void *probs) {
+    int32_t x = *(const int32_t *)a, y = *(const int32_t *)b;
+    float px = ((const float *)probs)[x], py = ((const float *)probs)[y];
+    if (px != py) return px > py ? -1 : 1;
+    return x < y ? -1 : x > y;
+}
+
+static void ref_probs(const ds_sampling_params *p, const float *logits, int nv, float *z, int32_t *ids) {
+    memcpy(z, logits, (size_t)nv * sizeof *z);
+    int best = 0;
+    for (int i = 1; i < nv; i++)
+        if (z[i] > z[best]) best = i;
+    if (p->temperature <= 0.0f || p->top_k == 1) {
+        memset(z, 0, (size_t)nv * sizeof *z);
+        z[best] = 1.0f;
+        return;
+    }
+    float mx = z[best], inv_t = 1.0f / p->temperature;
+    double sum = 0.0;
+    for (int i = 0; i < nv; i++) sum += z[i] = expf((z[i] - mx) * inv_t);
+    for (int i = 0; i < nv; i++) z[i] = (float)(z[i] / sum);
+    if (!(p->top_k > 0 || p->top_p < 1.0f || p->min_p > 0.0f)) return;
+    int n = 0;
+    float floor_p = z[best] * 1e-12f;
+    for (int i = 0; i < nv; i++)
+        if (z[i] >= floor_p) ids[n++] = i;
+    qsort_r(ids, (size_t)n, sizeof *ids, ref_by_prob_desc, z);
+    int keep = n;
+    if (p->top_k > 0 && p->top_k < keep) keep = p->top_k;
+    if (p->min_p > 0.0f)
+        for (int i = 1; i < keep; i++)
+            if (z[ids[i]] < p->min_p * z[best]) { keep = i; break; }
+    if (p->top_p < 1.0f) {
+        double cum = 0.0;
+        for (int i = 0; i < keep; i++) {
+            cum += z[ids[i]];
+            if (cum >= p->top_p) { keep = i + 1; break; }
+        }
+    }
+    double kept = 0.0;
+    for (int i = 0; i < keep; i++) kept += z[ids[i]];
+    for (int i = 0; i < keep; i++) ids[i] = -ids[i] - 1;
+    for (int i = 0; i < n; i++)
+        if (ids[i] >= 0) z[ids[i]] = 0.0f;
+    for (int i = 0; i < nv; i++)
+        if (z[i] < floor_p) z[i] = 0.0f;
+    for (int i = 0; i < keep; i++) {
+        int32_t t = -ids[i] - 1;
+        z[t] = (float)(z[t] / kept);
+    }
+}
+
+static uint64_t rng_state;
+static uint64_t rng_next(void) {
+    uint64_t z = (rng_state += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+static double rng_unit(void) { return (double)(rng_next() >> 11) * (1.0 / 9007199254740992.0); }
+static int rng_below(int n) { return (int)(rng_next() % (uint64_t)n); }
+
+/* logits of one of several shapes: flat noise, wide (many probabilities far
+ * below 2^-29), few distinct values (exact ties), all equal, a single spike */
+static void random_logits(float *l, int nv, int shape) {
+    for (int i = 0; i < nv; i++) {
+        double u = rng_unit();
+        switch (shape) {
+        case 0: l[i] = (float)(u * 0.05); break;
+        case 1: l[i] = (float)((u - 0.5) * 60.0); break;
+        case 2: l[i] = (float)rng_below(4) * 0.7f; break;
+        case 3: l[i] = 1.5f; break;
+        default: l[i] = (float)(u * 2.0) + (i == nv / 3 ? 25.0f : 0.0f); break;
+        }
+    }
+    if (shape == 1 && nv > 4) l[rng_below(nv)] = -INFINITY;
+}
+
+static void random_params(ds_sampling_params *p, int nv) {
+    ds_sampling_defaults(p);
+    p->temperature = (float)(0.3 + rng_unit() * 2.0);
+    int what = rng_below(8); /* bit 0: top_k, bit 1: top_p, bit 2: min_p; 0: all three */
+    if (what == 0) what = 7;
+    if (what & 1) {
+        int r = rng_below(4);
+        p->top_k = r == 0 ? 1 + rng_below(nv) : r == 1 ? nv + rng_below(3) : 1 + rng_below(nv < 200 ? nv : 200);
+    }
+    if (what & 2) {
+        int r = rng_below(5);
+        p->top_p = r == 0 ? 1.0f - 0x1p-24f * (float)(1 + rng_below(4)) : r == 1 ? 1e-6f : (float)(0.01 + rng_unit() * 0.99);
+    }
+    if (what & 4) p->min_p = rng_below(6) == 0 ? (float)(rng_unit() * 1e-9) : (float)(rng_unit() * (rng_below(8) ? 0.3 : 1.2));
+}
+
+static void test_truncation_matches_full_sort(void) {
+    enum { MAXV = 300000 };
+    float *l = malloc(MAXV * sizeof *l), *want = malloc(MAXV * sizeof *want);
+    int32_t *ids = malloc(MAXV * sizeof *ids);
+    ds_sampler_scratch sc = {0};
+    REQUIRE(l && want && ids, "alloc");
+    rng_state = 12345;
+    int cases = ds_test_scaled(2500), mismatches = 0;
+    for (int c = 0; c < cases && mismatches < 5; c++) {
+        /* mostly small vocabularies, some up to 300k */
+        int r = rng_below(100);
+        int nv = r < 60 ? 1 + rng_below(64) : r < 95 ? 1 + rng_below(5000) : 1 + rng_below(MAXV);
+        if (c < 10) nv = c < 5 ? 248320 : 300000;
+        int shape = rng_below(5);
+        random_logits(l, nv, shape);
+        ds_sampling_params p;
+        random_params(&p, nv);
+        ds_sampler s;
+        ds_sampler_init(&s, &p);
+        REQUIRE(ds_sampler_scratch_init(&sc, nv) == 0, "scratch");
+        ds_sampler_probs(&s, l, NULL, 0, &sc);
+        ref_probs(&p, l, nv, want, ids);
+        int same = memcmp(sc.probs, want, (size_t)nv * sizeof *want) == 0;
+        CHECK(same, "case %d: V %d shape %d temperature %g top_k %d top_p %.9g min_p %g differs from the full sort", c,
+              nv, shape, p.temperature, p.top_k, p.top_p, p.min_p);
+        mismatches += !same;
+        ds_sampler_scratch_free(&sc);
+    }
+    free(l);
+    free(want);
+    free(ids);
+}
+
 static void test_log_softmax(void) {
     float l[3] = {1.0f, 2.0f, 3.0f};
     double z = log(exp(1.0) + exp(2.0) + exp(3.0));
@@ -256,5 +386,6 @@ int main(void) {
     RUN(test_draws_are_keyed);
     RUN(test_coupled_draws);
     RUN(test_log_softmax);
+    RUN(test_truncation_matches_full_sort);
     return ds_test_finish();
 }

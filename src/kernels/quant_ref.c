@@ -11,6 +11,7 @@
  * to_unit_range), so that no finite input, however large or small, can
  * overflow into inf or NaN on the way. */
 #include "kernels/dtype.h"
+#include "kernels/quant_int.h"
 
 #include <math.h>
 #include <string.h>
@@ -150,7 +151,9 @@ void ds_dequantize_row(ds_dtype t, const void *src, float *dst, int64_t n) {
     case DS_Q4_K: dequant_q4_K(src, dst, n / DS_QK_K); break;
     case DS_Q5_K: dequant_q5_K(src, dst, n / DS_QK_K); break;
     case DS_Q6_K: dequant_q6_K(src, dst, n / DS_QK_K); break;
-    case DS_DTYPE_COUNT: break;
+    default:
+        if (!ds_lowbit_dequantize(t, src, dst, n)) ds_grid_dequantize(t, src, dst, n);
+        break;
     }
 }
 
@@ -651,6 +654,8 @@ void ds_quantize_row(ds_dtype t, const float *src, void *dst, int64_t n) {
     case DS_Q4_K: quant_q4_K(src, dst, n / DS_QK_K); break;
     case DS_Q5_K: quant_q5_K(src, dst, n / DS_QK_K); break;
     case DS_Q6_K: quant_q6_K(src, dst, n / DS_QK_K); break;
-    case DS_DTYPE_COUNT: break;
+    default:
+        if (!ds_lowbit_quantize(t, src, dst, n)) ds_grid_quantize(t, src, dst, n);
+        break;
     }
 }

@@ -777,7 +777,7 @@ static void test_bad_header_fields(void) {
     EXPECT_BAD(MUTATED(memset(v + s.ti_name_end[0] + 12, 0, 8)), n, "dim1zero.gguf", DS_ECORRUPT, "w.q8", "dimension 1");
     EXPECT_BAD(MUTATED(memset(v + s.ti_name_end[0] + 12, 0xff, 8)), n, "dimhuge.gguf", DS_ECORRUPT, "w.q8");
     EXPECT_BAD(MUTATED(v[s.ti_name_end[0] + 20] = 99), n, "type99.gguf", DS_EUNSUPPORTED, "w.q8", "99");
-    EXPECT_BAD(MUTATED(v[s.ti_name_end[0] + 20] = 3), n, "type-q4_1.gguf", DS_EUNSUPPORTED, "w.q8", "ggml type 3");
+    EXPECT_BAD(MUTATED(v[s.ti_name_end[0] + 20] = 9), n, "type-q8_1.gguf", DS_EUNSUPPORTED, "w.q8", "ggml type 9");
     EXPECT_BAD(MUTATED(v[s.ti_name_end[0] + 20] = 12), n, "q4k-row64.gguf", DS_ECORRUPT, "w.q8", "block");
     EXPECT_BAD(MUTATED(v[s.ti_name_end[0] + 4] = 33), n, "q8-row33.gguf", DS_ECORRUPT, "w.q8", "block");
     EXPECT_BAD(MUTATED(v[s.ti_name_end[1] + 4 + 8 + 4] = 161), n, "misaligned.gguf", DS_ECORRUPT, "vf32", "aligned");

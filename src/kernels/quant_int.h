@@ -1,0 +1,24 @@
+/* quant_int.h - the two families of quantised types beyond the original five,
+ * each in its own file (private to src/kernels). Every function returns 1
+ * when it handled type t and 0 when t is not of its family. */
+#ifndef DS_QUANT_INT_H
+#define DS_QUANT_INT_H
+
+#include <stdint.h>
+
+#include "kernels/dtype.h"
+#include "kernels/gblock.h"
+
+/* quant_lowbit.c: q4_1, q5_0, q5_1, q2_K, q3_K, iq4_nl, iq4_xs, mxfp4, nvfp4, tq1_0, tq2_0 */
+int ds_lowbit_dequantize(ds_dtype t, const void *src, float *dst, int64_t n);
+int ds_lowbit_quantize(ds_dtype t, const float *src, void *dst, int64_t n);
+int ds_lowbit_gblock(ds_dtype t, const void *row, int64_t b, ds_gblock *out);
+const ds_glevels *ds_lowbit_levels(ds_dtype t);
+
+/* quant_grid.c: iq2_xxs, iq2_xs, iq2_s, iq3_xxs, iq3_s, iq1_s, iq1_m */
+int ds_grid_dequantize(ds_dtype t, const void *src, float *dst, int64_t n);
+int ds_grid_quantize(ds_dtype t, const float *src, void *dst, int64_t n);
+int ds_grid_gblock(ds_dtype t, const void *row, int64_t b, ds_gblock *out);
+const ds_glevels *ds_grid_levels(ds_dtype t);
+
+#endif

@@ -12,6 +12,7 @@
 /* quant_lowbit.c: q4_1, q5_0, q5_1, q2_K, q3_K, iq4_nl, iq4_xs, mxfp4, nvfp4, tq1_0, tq2_0 */
 int ds_lowbit_dequantize(ds_dtype t, const void *src, float *dst, int64_t n);
 int ds_lowbit_quantize(ds_dtype t, const float *src, void *dst, int64_t n);
+/* gblock_lowbit.c: the same types but nvfp4 (whose per-16 float scales have no integer form) */
 int ds_lowbit_gblock(ds_dtype t, const void *row, int64_t b, ds_gblock *out);
 const ds_glevels *ds_lowbit_levels(ds_dtype t);
 

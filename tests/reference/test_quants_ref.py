@@ -1,12 +1,13 @@
 """test_quants_ref.py - checks the C reference dequantiser against quants.py.
 
-Usage: test_quants_ref.py [PATH/TO/test_quant]   (default: $DS_BUILD/tests/test_quant)
+Usage: test_quants_ref.py [PATH/TO/TESTS/DIR]   (default: $DS_BUILD/tests)
 
-Runs `test_quant --dump DIR`, which writes DIR/<type>.bin (quantised rows
-and a row of random block bytes) and DIR/<type>.f32 (what ds_dequantize_row
-made of them), decodes each .bin with the numpy implementation and requires
-the same float32 bits: both sides take the same float32 products in the
-same order, so there is no rounding slack to allow for. Prints "ok <type>" or
+Runs `test_quant --dump DIR` and `test_quant_lowbit --dump DIR` from that
+folder, which write DIR/<type>.bin (quantised rows, rows of random block
+bytes, and for the low-bit types rows of edge-case blocks) and DIR/<type>.f32
+(what ds_dequantize_row made of them), decodes each .bin with the numpy
+implementation and requires the same float32 bits: both sides take the same
+float32 products in the same order, so there is no rounding slack to allow for. Prints "ok <type>" or
 "FAIL <type>: ..." per type, then "RESULT passed=N failed=M"; exits 1 on any
 failure.
 """
@@ -41,30 +42,39 @@ def compare(name, directory):
     return None
 
 
+# each dumping test program and the types whose files it writes
+DUMPERS = [
+    ("test_quant", [n for n in quants.TYPE_NAMES if n not in quants.LOWBIT_TYPE_NAMES]),
+    ("test_quant_lowbit", quants.LOWBIT_TYPE_NAMES),
+]
+
+
 def main(argv):
     if len(argv) == 1 and os.environ.get("DS_BUILD"):
-        argv = [argv[0], os.path.join(os.environ["DS_BUILD"], "tests", "test_quant")]
+        argv = [argv[0], os.path.join(os.environ["DS_BUILD"], "tests")]
     if len(argv) != 2:
         print(__doc__.strip().splitlines()[2], file=sys.stderr)
         return 2
     passed = failed = 0
-    with tempfile.TemporaryDirectory() as directory:
-        proc = subprocess.run([argv[1], "--dump", directory], capture_output=True, text=True)
-        if proc.returncode != 0:
-            print(f"FAIL dump: {argv[1]} --dump exited {proc.returncode}: {proc.stderr.strip()}")
-            print("RESULT passed=0 failed=1")
-            return 1
-        for name in quants.TYPE_NAMES:
-            try:
-                problem = compare(name, directory)
-            except Exception as exc:  # a crash in one type must not hide the others
-                problem = f"{type(exc).__name__}: {exc}"
-            if problem:
+    for program, names in DUMPERS:
+        path = os.path.join(argv[1], program)
+        with tempfile.TemporaryDirectory() as directory:
+            proc = subprocess.run([path, "--dump", directory], capture_output=True, text=True)
+            if proc.returncode != 0:
                 failed += 1
-                print(f"FAIL {name}: {problem}")
-            else:
-                passed += 1
-                print(f"ok {name}")
+                print(f"FAIL dump: {path} --dump exited {proc.returncode}: {proc.stderr.strip()}")
+                continue
+            for name in names:
+                try:
+                    problem = compare(name, directory)
+                except Exception as exc:  # a crash in one type must not hide the others
+                    problem = f"{type(exc).__name__}: {exc}"
+                if problem:
+                    failed += 1
+                    print(f"FAIL {name}: {problem}")
+                else:
+                    passed += 1
+                    print(f"ok {name}")
     print(f"RESULT passed={passed} failed={failed}")
     return 1 if failed else 0
 

@@ -19,6 +19,8 @@ static void usage(FILE *f) {
             "  --scale X           weight scale: matrices get std X/sqrt(fan_in) (default 1)\n"
             "  --tokenizer FILE    use this tokenizer.json instead of a generated vocabulary\n"
             "  --no-mtp            leave out the MTP block\n"
+            "  --mtp-out PATH      gguf: write the MTP block to its own file PATH (with the shared embedding\n"
+            "                      and head) and --out without it, as llama.cpp's --mtp / --no-mtp do\n"
             "  --hf-flat           safetensors: text-only layout (model.*, no text_config)\n"
             "  --split-experts     safetensors: one tensor per expert instead of fused stacks\n"
             "  --shard-mb N        safetensors: shards of about N MiB with an index\n"
@@ -81,6 +83,8 @@ int ds_cmd_make_model(int argc, char **argv) {
             o.n_threads = (int)n;
         } else if (!strcmp(a, "--out")) {
             o.out = v;
+        } else if (!strcmp(a, "--mtp-out")) {
+            o.mtp_out = v;
         } else {
             fprintf(stderr, "deltaserve make-model: unknown option '%s'\n", a);
             usage(stderr);

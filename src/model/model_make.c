@@ -272,7 +272,17 @@ static uint32_t file_type(const char *dtype) {
     return 0;
 }
 
-static void write_gguf_metadata(maker *mk, ds_gguf_writer *w) {
+/* Which tensors a GGUF file gets: all, the main model without its MTP head, or
+ * the head alone (its block and the shared embedding, final norm and output). */
+enum { PART_ALL, PART_MAIN, PART_HEAD };
+
+static int in_part(const ds_model_config *c, const ds_tensor_spec *s, int part) {
+    if (part == PART_ALL) return 1;
+    if (part == PART_MAIN) return s->layer < c->n_layer;
+    return s->layer >= c->n_layer || s->layer < 0;
+}
+
+static void write_gguf_metadata(maker *mk, ds_gguf_writer *w, int part) {
     const ds_model_config *c = &mk->cfg;
     const char *arch = ds_arch_name(c->arch);
     char key[96];
@@ -284,7 +294,8 @@ static void write_gguf_metadata(maker *mk, ds_gguf_writer *w) {
     ds_gguf_writer_str(w, "general.name", name);
     ds_gguf_writer_u32(w, "general.file_type", file_type(mk->o->dtype));
     ds_gguf_writer_u32(w, "general.quantization_version", 2);
-    ds_gguf_writer_u32(w, KEY("block_count"), (uint32_t)(c->n_layer + c->n_mtp));
+    int n_mtp = part == PART_MAIN ? 0 : c->n_mtp;
+    ds_gguf_writer_u32(w, KEY("block_count"), (uint32_t)(c->n_layer + n_mtp));
     ds_gguf_writer_u32(w, KEY("context_length"), (uint32_t)c->n_ctx_train);
     ds_gguf_writer_u32(w, KEY("embedding_length"), (uint32_t)c->n_embd);
     if (c->arch != DS_ARCH_QWEN35MOE) ds_gguf_writer_u32(w, KEY("feed_forward_length"), (uint32_t)c->n_ff);
@@ -306,7 +317,7 @@ static void write_gguf_metadata(maker *mk, ds_gguf_writer *w) {
         ds_gguf_writer_u32(w, KEY("ssm.time_step_rank"), (uint32_t)c->lin_v_heads);
         ds_gguf_writer_u32(w, KEY("ssm.inner_size"), (uint32_t)(c->lin_v_heads * c->lin_v_dim));
         ds_gguf_writer_u32(w, KEY("full_attention_interval"), (uint32_t)c->full_attn_interval);
-        if (c->n_mtp) ds_gguf_writer_u32(w, KEY("nextn_predict_layers"), (uint32_t)c->n_mtp);
+        if (n_mtp) ds_gguf_writer_u32(w, KEY("nextn_predict_layers"), (uint32_t)n_mtp);
     }
     if (c->arch == DS_ARCH_QWEN35MOE) {
         ds_gguf_writer_u32(w, KEY("expert_count"), (uint32_t)c->n_expert);
@@ -319,23 +330,24 @@ static void write_gguf_metadata(maker *mk, ds_gguf_writer *w) {
     ds_gguf_writer_str(w, "tokenizer.chat_template", DS_DEFAULT_CHAT_TEMPLATE);
 }
 
-static ds_status write_gguf(maker *mk, ds_err *e) {
+static ds_status write_gguf(maker *mk, const char *path, int part, ds_err *e) {
     ds_gguf_writer *w = ds_gguf_writer_new(32);
     if (!w) return ds_fail(e, DS_ENOMEM, "out of memory");
-    write_gguf_metadata(mk, w);
+    write_gguf_metadata(mk, w, part);
     ds_dtype *types = malloc((size_t)mk->specs.n * sizeof *types);
     if (!types) { ds_gguf_writer_free(w); return ds_fail(e, DS_ENOMEM, "out of memory"); }
     for (int i = 0; i < mk->specs.n; i++) {
         ds_tensor_spec *s = &mk->specs.specs[i];
         types[i] = ds_make_gguf_type(&mk->cfg, s, mk->o->dtype);
-        ds_gguf_writer_add_tensor(w, s->name, types[i], s->n_dims, s->ne);
+        if (in_part(&mk->cfg, s, part)) ds_gguf_writer_add_tensor(w, s->name, types[i], s->n_dims, s->ne);
     }
-    ds_status st = ds_gguf_writer_begin(w, mk->o->out, e);
+    ds_status st = ds_gguf_writer_begin(w, path, e);
     float *vals = NULL;
     uint8_t *out = NULL;
     size_t cap = 0;
-    for (int i = 0; i < mk->specs.n && !st; i++) {
+    for (int i = 0, idx = 0; i < mk->specs.n && !st; i++) {
         ds_tensor_spec *s = &mk->specs.specs[i];
+        if (!in_part(&mk->cfg, s, part)) continue;
         int64_t per = s->ne[0] * s->ne[1];
         size_t need = (size_t)per * sizeof(float);
         if (need > cap) {
@@ -352,9 +364,10 @@ static ds_status write_gguf(maker *mk, ds_err *e) {
             ds_make_values_ex(&mk->cfg, s, mk->o, mk->mtp_beta, (int)x, vals);
             ds_make_to_gguf_form(&mk->cfg, s, vals);
             quantize_matrix(mk->pool, types[i], vals, out, s->ne[1], s->ne[0]);
-            st = ds_gguf_writer_tensor_chunk(w, i, out, bytes, e);
+            st = ds_gguf_writer_tensor_chunk(w, idx, out, bytes, e);
             ds_progress_add(&mk->progress, (uint64_t)per);
         }
+        idx++;
     }
     if (!st) st = ds_gguf_writer_finish(w, e);
     free(vals);
@@ -754,8 +767,19 @@ ds_status ds_make_model(const ds_make_options *o, ds_err *e) {
     if (s) return s;
     s = setup(&mk, e);
     if (!s) {
+        if (o->mtp_out) /* the shared tensors are written twice */
+            for (int i = 0; i < mk.specs.n; i++)
+                if (mk.specs.specs[i].layer < 0) mk.total_elems += (uint64_t)spec_elems(&mk.specs.specs[i]);
         ds_progress_start(&mk.progress, "make-model", mk.total_elems);
-        s = o->format == DS_FORMAT_GGUF ? write_gguf(&mk, e) : write_hf(&mk, e);
+        if (o->mtp_out && (o->format != DS_FORMAT_GGUF || mk.cfg.n_mtp == 0))
+            s = ds_fail(e, DS_EINVAL, "--mtp-out %s: %s", o->mtp_out,
+                        o->format != DS_FORMAT_GGUF ? "a separate MTP head is written as GGUF only"
+                                                    : "the model has no MTP head (--no-mtp, or a shape without one)");
+        else if (o->format == DS_FORMAT_GGUF)
+            s = write_gguf(&mk, o->out, o->mtp_out ? PART_MAIN : PART_ALL, e);
+        else
+            s = write_hf(&mk, e);
+        if (!s && o->mtp_out) s = write_gguf(&mk, o->mtp_out, PART_HEAD, e);
         ds_progress_finish(&mk.progress);
     }
     ds_vocab_free(&mk.vocab);

@@ -53,6 +53,8 @@ static int make(const char *shape, const char *dtype, float agree, int layers, c
 
 static void path_of(char *buf, size_t n, const char *name) { snprintf(buf, n, "%s/%s", tmpdir, name); }
 
+static int n_req(void) { return ds_test_scaled(NREQ); }
+
 static int run(ds_model *m, int max_running, outs *o, ds_engine_stats *st) {
     ds_engine_params ep;
     ds_engine_defaults(&ep);
@@ -69,7 +71,7 @@ static int run(ds_model *m, int max_running, outs *o, ds_engine_stats *st) {
     sp.temperature = 0;
     uint32_t x = 777;
     int32_t prompts[NREQ][12];
-    for (int r = 0; r < NREQ; r++) {
+    for (int r = 0; r < n_req(); r++) {
         int len = 4 + r % 8;
         for (int i = 0; i < len; i++) prompts[r][i] = (int32_t)(((x = x * 1664525u + 1013904223u) >> 8) % 1000);
         ctxs[r] = (ctx){o, r};
@@ -161,15 +163,15 @@ static void pair_case(const char *dtype, float agree) {
             break;
         }
         int same = 0;
-        for (int r = 0; r < NREQ; r++)
+        for (int r = 0; r < n_req(); r++)
             same += A.n[r] == GEN && B.n[r] == GEN && !memcmp(A.tok[r], B.tok[r], sizeof A.tok[r]) &&
                     !memcmp(A.lp[r], B.lp[r], sizeof A.lp[r]);
         printf("     %s %s: %d/%d identical; drafted %lld/%lld accepted %lld/%lld verify %lld/%lld steps %lld/%lld\n",
-               name, conc ? "16 at once" : "alone", same, NREQ, (long long)s1.spec_drafted,
+               name, conc ? "16 at once" : "alone", same, n_req(), (long long)s1.spec_drafted,
                (long long)s2.spec_drafted, (long long)s1.spec_accepted, (long long)s2.spec_accepted,
                (long long)s1.spec_verify_steps, (long long)s2.spec_verify_steps, (long long)s1.steps,
                (long long)s2.steps);
-        CHECK(same == NREQ, "%s: %d of %d requests differ", name, NREQ - same, NREQ);
+        CHECK(same == n_req(), "%s: %d of %d requests differ", name, n_req() - same, n_req());
         CHECK(s1.spec_drafted > 0 && s1.spec_accepted > 0, "%s: no speculation happened", name);
         CHECK(s1.spec_drafted == s2.spec_drafted && s1.spec_accepted == s2.spec_accepted &&
                   s1.spec_compared == s2.spec_compared && s1.spec_verify_steps == s2.spec_verify_steps &&

@@ -2,7 +2,7 @@
 # test_mtp_file.sh - the MTP head from a file of its own, end to end:
 #   - make-model --mtp-out writes a main file without a head and the head
 #     alone; `bench --spec-tokens` with the pair (--mtp-model) reports the
-#     single file's acceptance counters; `generate` takes the flag;
+#     single file's acceptance counters; `generate` and `info` take the flag;
 #   - a pair that does not belong together is refused by generate, bench and
 #     serve with one line naming both files and the difference: a main file
 #     that has a head, another layer count, architecture, hidden size or
@@ -49,6 +49,10 @@ if "$DS_BIN" generate -m "$T/single.gguf" -p "hello" -n 12 --temp 0 >"$T/g1" 2>/
 else
     bad "generate --mtp-model" "exit or text differs"
 fi
+
+out=$("$DS_BIN" info -m "$T/main.gguf" --mtp-model "$T/mtp-main.gguf" 2>&1)
+[[ $out == *"+ 1 MTP block"* ]] && [[ $out == *"MTP head       from $T/mtp-main.gguf"* ]] &&
+    ok "info --mtp-model: the head's block and where it came from" || bad "info --mtp-model" "$out"
 
 # head files that do not fit: hidden size (metadata edited) and vocabulary (embedding rows edited)
 "$PY" - "$T/mtp-main.gguf" "$T/mtp-h128.gguf" "$T/mtp-vocab.gguf" <<'EOF'

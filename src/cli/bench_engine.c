@@ -27,13 +27,17 @@ typedef struct {
     ds_model *model;
 } bench_model;
 
+static ds_load_options load_opts;
+
+void ds_bench_load_options(const ds_load_options *lo) { load_opts = *lo; }
+
 /* Sized for engines with the default step (every engine here has one). */
 static int open_model(const char *path, int n_threads, bench_model *bm) {
     ds_err e = {0};
     ds_engine_params ep;
     ds_engine_defaults(&ep);
     ds_model_params mp = {.max_batch_tokens = ds_engine_required_batch_capacity(&ep), .n_threads = n_threads};
-    if (ds_model_open(path, &bm->file, &e) || ds_model_new(bm->file, &mp, &bm->model, &e)) {
+    if (ds_model_open_ex(path, &load_opts, &bm->file, &e) || ds_model_new(bm->file, &mp, &bm->model, &e)) {
         fprintf(stderr, "deltaserve bench: %s\n", e.msg);
         if (bm->file) ds_model_close(bm->file);
         return 1;

@@ -16,6 +16,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "loading/model_file.h"
+
+/* How the benchmarks below open their model (--mtp-model, --fp8-as); copied. */
+void ds_bench_load_options(const ds_load_options *lo);
 /* Returns the process exit code. */
 int ds_bench_shared_prefix(const char *path, int n_threads, int prefix_len, int json);
 int ds_bench_branch(const char *path, int n_threads, int prefix_len, int json);

@@ -14,10 +14,31 @@ double ds_now(void) {
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
+int ds_cli_load_arg(const char *cmd, const char *a, const char *v, ds_load_options *lo) {
+    if (!strcmp(a, "--mtp-model")) {
+        lo->mtp_path = v;
+        return 1;
+    }
+    if (!strcmp(a, "--fp8-as")) {
+        if (!strcmp(v, "q8_0")) lo->fp8_as = DS_FP8_AS_Q8_0;
+        else if (!strcmp(v, "bf16")) lo->fp8_as = DS_FP8_AS_BF16;
+        else {
+            fprintf(stderr, "deltaserve %s: --fp8-as must be q8_0 or bf16, got '%s'\n", cmd, v);
+            return -1;
+        }
+        return 1;
+    }
+    return 0;
+}
+
 int ds_cli_model_open(ds_cli_model *cm, const char *cmd, const char *path, int batch) {
+    return ds_cli_model_open_ex(cm, cmd, path, batch, NULL);
+}
+
+int ds_cli_model_open_ex(ds_cli_model *cm, const char *cmd, const char *path, int batch, const ds_load_options *lo) {
     memset(cm, 0, sizeof *cm);
     ds_err e = {0};
-    ds_status s = ds_model_open(path, &cm->file, &e);
+    ds_status s = ds_model_open_ex(path, lo, &cm->file, &e);
     if (!s) s = ds_tokenizer_from_model(cm->file, &cm->tok, &e);
     if (!s) {
         cm->batch = batch;

@@ -23,6 +23,18 @@ typedef struct {
 /* Loads the model and its tokenizer; prints the loader's (or tokenizer's)
  * error and returns non-zero on failure. */
 int ds_cli_model_open(ds_cli_model *cm, const char *cmd, const char *path, int batch);
+/* The same with loading options (NULL: the defaults). */
+int ds_cli_model_open_ex(ds_cli_model *cm, const char *cmd, const char *path, int batch, const ds_load_options *lo);
+
+/* The loading options the model commands share (serve, generate, bench,
+ * logits, perplexity): option a with value v. Returns 1 when a is one of
+ * them, 0 when it is not, -1 (after a message) when its value is wrong. */
+int ds_cli_load_arg(const char *cmd, const char *a, const char *v, ds_load_options *lo);
+#define DS_CLI_LOAD_USAGE                                                                                     \
+    "  --mtp-model PATH       the MTP head (speculative drafts) from this GGUF file, as llama.cpp's\n"           \
+    "                         converter writes it with --mtp (mtp-*.gguf); the main file must have none\n"     \
+    "  --fp8-as T             q8_0 | bf16: what an FP8 Hugging Face checkpoint's weights become at\n"          \
+    "                         load (default q8_0: the FP8 file's memory, the 8-bit kernels)\n"
 /* Sizes the caches for one sequence of max_tokens positions (capped at the
  * trained context); prints the error and returns non-zero on failure. */
 int ds_cli_model_reserve(ds_cli_model *cm, const char *cmd, int max_tokens);

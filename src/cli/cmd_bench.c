@@ -17,6 +17,7 @@
 
 #include "cli/args.h"
 #include "cli/bench_engine.h"
+#include "cli/cli_model.h"
 #include "cli/commands.h"
 #include "kernels/cpu.h"
 #include "loading/model_file.h"
@@ -46,7 +47,8 @@ static void usage(FILE *f) {
                "              tokens against a decode step (verify_cost_ratio); X: the verify records'\n"
                "              budget in MiB (default: the engine's, 256); M: no drafts while more than M\n"
                "              sequences run (default: the engine's, 4; 0: no limit); T: the sequences sample\n"
-               "              at temperature T (default 0: greedy), sequence i with seed S + i (default 0)\n");
+               "              at temperature T (default 0: greedy), sequence i with seed S + i (default 0)\n"
+               DS_CLI_LOAD_USAGE);
 }
 
 static double now(void) {
@@ -223,7 +225,8 @@ int ds_cmd_bench(int argc, char **argv) {
     long p = 512, n = 128, threads = 0, reps = 3, spec = 0, prefix = 2048, spec_batch = 8, spec_max_batch = -1;
     double spec_mb = 0, temp = 0;
     uint64_t seed = 0;
-    int json = 0;
+    int json = 0, lr;
+    ds_load_options lo = {0};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v;
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) { usage(stdout); return 0; }
@@ -243,9 +246,12 @@ int ds_cmd_bench(int argc, char **argv) {
         else if (!strcmp(a, "--spec-state-mb")) { if (ds_arg_float(a, v, 0.001, 1 << 22, &spec_mb)) return 2; }
         else if (!strcmp(a, "--temp")) { if (ds_arg_float(a, v, 0, 100, &temp)) return 2; }
         else if (!strcmp(a, "--seed")) { if (ds_arg_u64(a, v, &seed)) return 2; }
+        else if ((lr = ds_cli_load_arg("bench", a, v, &lo))) { if (lr < 0) return 2; }
         else { fprintf(stderr, "deltaserve bench: unknown option '%s'\n", a); usage(stderr); return 2; }
     }
     if (!path) { usage(stderr); return 2; }
+    lo.n_threads = (int)threads;
+    ds_bench_load_options(&lo);
     /* engine-level benchmarks (bench_engine.c) */
     if (workload && strcmp(workload, "shared-prefix") != 0 && strcmp(workload, "branch") != 0) {
         fprintf(stderr, "deltaserve bench: --workload '%s' is not shared-prefix or branch\n", workload);
@@ -278,7 +284,7 @@ int ds_cmd_bench(int argc, char **argv) {
     ds_model_file *file = NULL;
     rig r;
     memset(&r, 0, sizeof r);
-    if (ds_model_open(path, &file, &e) != DS_OK) {
+    if (ds_model_open_ex(path, &lo, &file, &e) != DS_OK) {
         fprintf(stderr, "deltaserve bench: %s\n", e.msg);
         return 1;
     }

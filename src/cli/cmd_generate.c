@@ -18,12 +18,15 @@ static void usage(FILE *f) {
                "  --temp T      temperature (default 0.8; 0 = greedy)\n"
                "  --top-p P     nucleus sampling (default 0.95)\n"
                "  --top-k K     keep the K most likely tokens (default 40; 0 = off)\n"
-               "  --seed S      random seed (default 0)\n");
+               "  --seed S      random seed (default 0)\n"
+               DS_CLI_LOAD_USAGE);
 }
 
 int ds_cmd_generate(int argc, char **argv) {
     const char *path = NULL, *prompt = NULL;
     long n_gen = 64;
+    ds_load_options lo = {0};
+    int r;
     ds_sampling_params sp;
     ds_sampling_defaults(&sp);
     sp.temperature = 0.8f;
@@ -42,6 +45,7 @@ int ds_cmd_generate(int argc, char **argv) {
         else if (!strcmp(a, "--top-p")) { if (ds_arg_float(a, v, 0, 1, &x)) return 2; sp.top_p = (float)x; }
         else if (!strcmp(a, "--top-k")) { if (ds_arg_int(a, v, 0, 1 << 24, &n)) return 2; sp.top_k = (int)n; }
         else if (!strcmp(a, "--seed")) { if (ds_arg_u64(a, v, &sp.seed)) return 2; }
+        else if ((r = ds_cli_load_arg("generate", a, v, &lo))) { if (r < 0) return 2; }
         else { fprintf(stderr, "deltaserve generate: unknown option '%s'\n", a); usage(stderr); return 2; }
     }
     if (!path || !prompt) {
@@ -52,7 +56,7 @@ int ds_cmd_generate(int argc, char **argv) {
     ds_err e = {0};
     ds_tokens toks = {0};
     ds_cli_model cm;
-    if (ds_cli_model_open(&cm, "generate", path, 256)) return 1;
+    if (ds_cli_model_open_ex(&cm, "generate", path, 256, &lo)) return 1;
     if (ds_tokenizer_encode(cm.tok, prompt, strlen(prompt), 1, &toks, &e) != DS_OK) {
         fprintf(stderr, "deltaserve generate: %s\n", e.msg);
         free(toks.ids);

@@ -3,6 +3,7 @@
 #include <string.h>
 
 #include "cli/args.h"
+#include "cli/cli_model.h"
 #include "cli/commands.h"
 #include "loading/model_file.h"
 
@@ -60,6 +61,8 @@ static void print_info(const ds_model_file *m) {
         printf("DeltaNet state %lld bytes per sequence (%s: F32 recurrent state + 16-bit conv window, %d layers)\n",
                (long long)st.gdn_state_bytes_per_seq, a, st.n_gdn_layers);
     }
+    if (ds_model_mtp_path(m) && strcmp(ds_model_mtp_path(m), ds_model_path(m)) != 0)
+        printf("MTP head       from %s\n", ds_model_mtp_path(m));
     printf("stop tokens    ");
     for (int i = 0; i < c->n_eos; i++) printf("%s%d", i ? ", " : "", c->eos_ids[i]);
     printf("%s\n", c->n_eos ? "" : "none");
@@ -70,13 +73,20 @@ static void print_info(const ds_model_file *m) {
 }
 
 int ds_cmd_info(int argc, char **argv) {
-    const char *path = NULL;
+    const char *path = NULL, *v;
+    ds_load_options lo = {0};
+    int r;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
-            printf("usage: deltaserve info -m PATH   (a GGUF file or a Hugging Face directory)\n");
+            printf("usage: deltaserve info -m PATH [--mtp-model PATH] [--fp8-as T]   (a GGUF file or a Hugging Face "
+                   "directory)\n" DS_CLI_LOAD_USAGE);
             return 0;
         } else if (!strcmp(argv[i], "-m") || !strcmp(argv[i], "--model")) {
             if (!(path = ds_arg_value(argc, argv, &i))) return 2;
+        } else if (!strcmp(argv[i], "--mtp-model") || !strcmp(argv[i], "--fp8-as")) {
+            const char *a = argv[i];
+            if (!(v = ds_arg_value(argc, argv, &i))) return 2;
+            if ((r = ds_cli_load_arg("info", a, v, &lo)) < 0) return 2;
         } else {
             fprintf(stderr, "deltaserve info: unknown option '%s'\n", argv[i]);
             return 2;
@@ -88,7 +98,7 @@ int ds_cmd_info(int argc, char **argv) {
     }
     ds_model_file *m;
     ds_err e = {0};
-    if (ds_model_open(path, &m, &e) != DS_OK) {
+    if (ds_model_open_ex(path, &lo, &m, &e) != DS_OK) {
         fprintf(stderr, "deltaserve info: %s\n", e.msg);
         return 1;
     }

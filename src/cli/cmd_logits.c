@@ -13,7 +13,8 @@ static void usage(FILE *f) {
     fprintf(f, "usage: deltaserve logits -m PATH --tokens ID,ID,... --out FILE [--hidden FILE] [--mtp FILE] [--batch N]\n"
                "  writes the logits of every position ([n][vocab] F32) to FILE; --hidden the final hidden\n"
                "  states ([n][hidden]); --mtp the MTP head's logits for (h_t, token t+1), t = 0..n-2;\n"
-               "  --batch N runs the prompt N tokens per call (default: all at once; 1 = token by token)\n");
+               "  --batch N runs the prompt N tokens per call (default: all at once; 1 = token by token)\n"
+               DS_CLI_LOAD_USAGE);
 }
 
 static int write_f32(const char *path, const float *x, size_t n) {
@@ -27,6 +28,8 @@ static int write_f32(const char *path, const float *x, size_t n) {
 int ds_cmd_logits(int argc, char **argv) {
     const char *path = NULL, *list = NULL, *out = NULL, *hid_out = NULL, *mtp_out = NULL;
     long batch = 0;
+    ds_load_options lo = {0};
+    int r;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v;
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) { usage(stdout); return 0; }
@@ -37,6 +40,7 @@ int ds_cmd_logits(int argc, char **argv) {
         else if (!strcmp(a, "--hidden")) hid_out = v;
         else if (!strcmp(a, "--mtp")) mtp_out = v;
         else if (!strcmp(a, "--batch")) { if (ds_arg_int(a, v, 1, 1 << 16, &batch)) return 2; }
+        else if ((r = ds_cli_load_arg("logits", a, v, &lo))) { if (r < 0) return 2; }
         else { fprintf(stderr, "deltaserve logits: unknown option '%s'\n", a); usage(stderr); return 2; }
     }
     if (!path || !list || !out) { usage(stderr); return 2; }
@@ -57,7 +61,7 @@ int ds_cmd_logits(int argc, char **argv) {
         p = *end ? end + 1 : end;
     }
     ds_cli_model cm;
-    if (ds_cli_model_open(&cm, "logits", path, batch ? (int)batch : n) || ds_cli_model_reserve(&cm, "logits", n + 1)) {
+    if (ds_cli_model_open_ex(&cm, "logits", path, batch ? (int)batch : n, &lo) || ds_cli_model_reserve(&cm, "logits", n + 1)) {
         free(toks);
         return 1;
     }

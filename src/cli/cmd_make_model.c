@@ -15,10 +15,14 @@ static void usage(FILE *f) {
             "  --layers N          override the number of decoder layers\n"
             "  --dtype T           f32 | bf16 | f16 | q8_0 | q4_k_m (GGUF only for the last two; default f32)\n"
             "  --format F          gguf | safetensors (a Hugging Face directory); default gguf\n"
+            "                      (safetensors also takes --dtype fp8: float8 e4m3 matrices with 128x128\n"
+            "                      block scales, as the official *-FP8 releases)\n"
             "  --seed S            weight seed (default 1)\n"
             "  --scale X           weight scale: matrices get std X/sqrt(fan_in) (default 1)\n"
             "  --tokenizer FILE    use this tokenizer.json instead of a generated vocabulary\n"
             "  --no-mtp            leave out the MTP block\n"
+            "  --mtp-out PATH      gguf: write the MTP block to its own file PATH (with the shared embedding\n"
+            "                      and head) and --out without it, as llama.cpp's --mtp / --no-mtp do\n"
             "  --hf-flat           safetensors: text-only layout (model.*, no text_config)\n"
             "  --split-experts     safetensors: one tensor per expert instead of fused stacks\n"
             "  --shard-mb N        safetensors: shards of about N MiB with an index\n"
@@ -81,6 +85,8 @@ int ds_cmd_make_model(int argc, char **argv) {
             o.n_threads = (int)n;
         } else if (!strcmp(a, "--out")) {
             o.out = v;
+        } else if (!strcmp(a, "--mtp-out")) {
+            o.mtp_out = v;
         } else {
             fprintf(stderr, "deltaserve make-model: unknown option '%s'\n", a);
             usage(stderr);
@@ -102,6 +108,7 @@ int ds_cmd_make_model(int argc, char **argv) {
     static const char *const dtypes[] = {"f32", "bf16", "f16", "q8_0", "q4_k_m"};
     int ok = 0;
     for (size_t i = 0; i < sizeof dtypes / sizeof dtypes[0]; i++) ok |= !strcmp(o.dtype, dtypes[i]);
+    ok |= o.format == DS_FORMAT_SAFETENSORS && !strcmp(o.dtype, "fp8"); /* FP8 checkpoints are Hugging Face's */
     if (!ok) {
         fprintf(stderr, "deltaserve make-model: --dtype '%s' is not f32, bf16, f16, q8_0 or q4_k_m\n", o.dtype);
         return 2;

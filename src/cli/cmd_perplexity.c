@@ -17,12 +17,15 @@
 static void usage(FILE *f) {
     fprintf(f, "usage: deltaserve perplexity -m PATH -f FILE [-c N] [--chunks K]\n"
                "  -c N          tokens per chunk (default 512)\n"
-               "  --chunks K    score only the first K chunks (default: all)\n");
+               "  --chunks K    score only the first K chunks (default: all)\n"
+               DS_CLI_LOAD_USAGE);
 }
 
 int ds_cmd_perplexity(int argc, char **argv) {
     const char *path = NULL, *file = NULL;
     long n_ctx = 512, max_chunks = -1;
+    ds_load_options lo = {0};
+    int r;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v;
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) { usage(stdout); return 0; }
@@ -31,6 +34,7 @@ int ds_cmd_perplexity(int argc, char **argv) {
         else if (!strcmp(a, "-f") || !strcmp(a, "--file")) file = v;
         else if (!strcmp(a, "-c") || !strcmp(a, "--ctx-size")) { if (ds_arg_int(a, v, 8, 1 << 20, &n_ctx)) return 2; }
         else if (!strcmp(a, "--chunks")) { if (ds_arg_int(a, v, 1, 1 << 30, &max_chunks)) return 2; }
+        else if ((r = ds_cli_load_arg("perplexity", a, v, &lo))) { if (r < 0) return 2; }
         else { fprintf(stderr, "deltaserve perplexity: unknown option '%s'\n", a); usage(stderr); return 2; }
     }
     if (!path || !file) {
@@ -46,7 +50,7 @@ int ds_cmd_perplexity(int argc, char **argv) {
         return 1;
     }
     ds_cli_model cm;
-    if (ds_cli_model_open(&cm, "perplexity", path, n_ctx < 512 ? (int)n_ctx : 512)) {
+    if (ds_cli_model_open_ex(&cm, "perplexity", path, n_ctx < 512 ? (int)n_ctx : 512, &lo)) {
         free(text);
         return 1;
     }

@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include "cli/args.h"
+#include "cli/cli_model.h"
 #include "cli/commands.h"
 #include "server/server.h"
 
@@ -20,6 +21,7 @@ static void usage(FILE *f) {
             "  --port N               TCP port (default 8080; 0 = any free port, printed at start)\n"
             "  --api-key KEY          require 'Authorization: Bearer KEY' on /v1/* (also $DS_API_KEY)\n"
             "  --served-model-name S  the model id clients use (default: the file's base name)\n"
+            DS_CLI_LOAD_USAGE
             "engine:\n"
             "  --kv-mb X              KV page pool in MiB (default 256; fractions allowed)\n"
             "  --state-mb X           DeltaNet state slots of running sequences in MiB (default 256)\n"
@@ -97,6 +99,7 @@ int ds_cmd_serve(int argc, char **argv) {
     const char *env;
     long n;
     double x;
+    int r;
     if ((env = getenv("DS_API_KEY")) && env[0]) c.api_key = env;
     if ((env = getenv("DS_FAULT_AFTER")) && ds_arg_int("DS_FAULT_AFTER", env, 0, 1L << 30, &n) == 0) c.fault_after = (int)n;
     if ((env = getenv("DS_FAULT_EVERY")) && ds_arg_int("DS_FAULT_EVERY", env, 0, 1L << 30, &n) == 0) c.fault_every = (int)n;
@@ -142,6 +145,7 @@ int ds_cmd_serve(int argc, char **argv) {
         else if (!strcmp(a, "--fault-at-token")) { if (ds_arg_int(a, v, 0, 1L << 30, &n)) return 2; c.fault_at_token = (int)n; }
         else if (!strcmp(a, "--fault-every")) { if (ds_arg_int(a, v, 0, 1L << 30, &n)) return 2; c.fault_every = (int)n; }
         else if (!strcmp(a, "--fault-phase")) { if (fault_phase(a, v, &c.fault_phase)) return 2; }
+        else if ((r = ds_cli_load_arg("serve", a, v, &c.load))) { if (r < 0) return 2; }
         else { fprintf(stderr, "deltaserve serve: unknown option '%s'\n", a); usage(stderr); return 2; }
     }
     if (!c.model_path) {
@@ -152,5 +156,6 @@ int ds_cmd_serve(int argc, char **argv) {
         }
         c.model_path = model_buf;
     }
+    c.load.n_threads = c.n_threads;
     return ds_server_run(&c);
 }

@@ -105,6 +105,7 @@ static ds_status read_config(ds_model_file *m, ds_err *e) {
     if (embd->ne[1] > INT32_MAX) return ds_fail(e, DS_ECORRUPT, "%s: token_embd.weight has too many rows", g->path);
     c->n_vocab = (int)embd->ne[1];
     c->tied_embeddings = ds_gguf_find_tensor(g, "output.weight") == NULL;
+    if (m->is_mtp_file) return DS_OK;
 
     uint32_t id;
     if ((s = ds_gguf_get_u32(g, "tokenizer.ggml.eos_token_id", &id, e)) == DS_OK) c->eos_ids[c->n_eos++] = (int32_t)id;

@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "common/half.h"
+#include "loading/fp8.h"
 #include "loading/hf_names.h"
 #include "loading/json_file.h"
 #include "loading/model_file_int.h"
@@ -142,7 +143,37 @@ static ds_status read_layer_types(cfg_reader *r, ds_model_config *c) {
     return DS_OK;
 }
 
-static ds_status read_config(ds_model_file *m, const char *dir, ds_err *e) {
+/* quantization_config: only "fp8" with 128x128 blocks of e4m3 is read (fp8.h);
+ * any other method would load as garbage, so it is refused by name. */
+static ds_status read_quant_config(cfg_reader *r, int *fp8) {
+    const json_t *q;
+    ds_status s = field(r, "quantization_config", &q);
+    *fp8 = 0;
+    if (s || !q) return s;
+    if (!json_is_object(q)) return ds_fail(r->e, DS_ECORRUPT, "%s: field 'quantization_config' is not an object", r->path);
+    const char *method = json_string_value(json_object_get(q, "quant_method"));
+    if (!method) return ds_fail(r->e, DS_ECORRUPT, "%s: quantization_config.quant_method is missing", r->path);
+    if (strcmp(method, "fp8") != 0)
+        return ds_fail(r->e, DS_EUNSUPPORTED, "%s: quantization_config.quant_method '%.32s' is not supported (fp8 is)",
+                       r->path, method);
+    const char *fmt = json_string_value(json_object_get(q, "fmt"));
+    if (fmt && strcmp(fmt, "e4m3") != 0)
+        return ds_fail(r->e, DS_EUNSUPPORTED, "%s: quantization_config.fmt '%.16s' is not supported (e4m3 is)", r->path,
+                       fmt);
+    const json_t *bs = json_object_get(q, "weight_block_size");
+    uint64_t b0, b1;
+    if (!json_is_array(bs) || json_array_size(bs) != 2 || ds_json_uint(json_array_get(bs, 0), 1u << 20, &b0) ||
+        ds_json_uint(json_array_get(bs, 1), 1u << 20, &b1))
+        return ds_fail(r->e, DS_ECORRUPT, "%s: quantization_config.weight_block_size is not a pair of sizes (128x128 "
+                       "blocks are read)", r->path);
+    if (b0 != DS_FP8_BLOCK || b1 != DS_FP8_BLOCK)
+        return ds_fail(r->e, DS_EUNSUPPORTED, "%s: quantization_config.weight_block_size is [%llu, %llu]; only [128, "
+                       "128] is read", r->path, (unsigned long long)b0, (unsigned long long)b1);
+    *fp8 = 1;
+    return DS_OK;
+}
+
+static ds_status read_config(ds_model_file *m, const char *dir, int *fp8, ds_err *e) {
     char path[4096];
     snprintf(path, sizeof path, "%s/config.json", dir);
     json_t *root;
@@ -203,6 +234,7 @@ static ds_status read_config(ds_model_file *m, const char *dir, ds_err *e) {
     } else if (!s) {
         s = get_int(&r, "intermediate_size", -1, &c->n_ff);
     }
+    if (!s) s = read_quant_config(&r, fp8);
     if (!s && !(s = field(&r, "eos_token_id", &v))) s = add_eos(c, v, path, "eos_token_id", e);
     uint64_t pad;
     if (!s && !(s = field(&r, "pad_token_id", &v)) && json_is_number(v)) {
@@ -344,6 +376,9 @@ typedef struct {
     expert_stack *stacks;
     int n_stacks, cap_stacks;
     ds_err *e;
+    int fp8;                /* quantization_config says fp8 */
+    ds_pool *pool;          /* converts FP8 weights; NULL when there are none */
+    ds_progress progress;
 } mapper;
 
 static void torch_to_ne(const ds_st_tensor *st, ds_tensor *t) {
@@ -354,20 +389,108 @@ static void torch_to_ne(const ds_st_tensor *st, ds_tensor *t) {
 }
 
 static ds_status check_dtype(const ds_st_tensor *st, const char *path, ds_err *e) {
-    if (!st->has_dtype)
+    if (!st->has_dtype && strcmp(st->st_dtype, "F8_E4M3") != 0)
         return ds_fail(e, DS_EUNSUPPORTED, "%s: tensor '%s' has dtype %s; model weights must be F32, F16 or BF16", path,
                        st->name, st->st_dtype);
     if (st->n_dims > 4) return ds_fail(e, DS_ECORRUPT, "%s: tensor '%s' has %d dimensions", path, st->name, st->n_dims);
     return DS_OK;
 }
 
+/* --- FP8 weights (fp8.h) --- */
+
+static int ends_with(const char *s, const char *suffix) {
+    size_t a = strlen(s), b = strlen(suffix);
+    return a >= b && strcmp(s + a - b, suffix) == 0;
+}
+
+static const ds_st_tensor *find_any(const ds_model_file *m, const char *name) {
+    for (int i = 0; i < m->n_shards; i++) {
+        const ds_st_tensor *t = ds_safetensors_find(&m->shards[i], name);
+        if (t) return t;
+    }
+    return NULL;
+}
+
+static void fmt_dims(char *buf, size_t n, int n_dims, const int64_t *d) {
+    size_t off = (size_t)snprintf(buf, n, "[");
+    for (int i = 0; i < n_dims && off < n; i++)
+        off += (size_t)snprintf(buf + off, n - off, "%s%lld", i ? ", " : "", (long long)d[i]);
+    if (off < n) snprintf(buf + off, n - off, "]");
+}
+
+/* A block scale must belong to an FP8 weight: one beside a BF16 weight means
+ * the file and its config disagree about what was quantised. */
+static ds_status check_scale_owner(mapper *mp, const ds_st_tensor *sc, const char *shard) {
+    char wname[512];
+    snprintf(wname, sizeof wname, "%.*s", (int)(strlen(sc->name) - strlen("_scale_inv")), sc->name);
+    const ds_st_tensor *w = find_any(mp->m, wname);
+    if (!w) return ds_fail(mp->e, DS_ECORRUPT, "%s: block scale '%s' has no weight '%s'", shard, sc->name, wname);
+    if (strcmp(w->st_dtype, "F8_E4M3") != 0)
+        return ds_fail(mp->e, DS_ECORRUPT, "%s: tensor '%s' is a block scale, but its weight '%s' is %s, not F8_E4M3",
+                       shard, sc->name, wname, w->st_dtype);
+    return DS_OK;
+}
+
+/* Replaces an F8_E4M3 weight *st by its conversion to the load type (*tmp,
+ * in a buffer the model owns); other tensors pass unchanged. */
+static ds_status resolve_fp8(mapper *mp, const ds_st_tensor **st, const char *shard, ds_st_tensor *tmp) {
+    const ds_st_tensor *w = *st;
+    if (strcmp(w->st_dtype, "F8_E4M3") != 0) return DS_OK;
+    ds_model_file *m = mp->m;
+    if (!mp->fp8)
+        return ds_fail(mp->e, DS_EUNSUPPORTED, "%s: tensor '%s' is F8_E4M3, but config.json has no quantization_config "
+                       "with quant_method fp8 to say how it is scaled", shard, w->name);
+    if (w->n_dims != 2 && w->n_dims != 3)
+        return ds_fail(mp->e, DS_ECORRUPT, "%s: tensor '%s' is F8_E4M3 with %d dimensions; block-scaled weights are "
+                       "matrices or expert stacks", shard, w->name, w->n_dims);
+    char sname[512];
+    snprintf(sname, sizeof sname, "%s_scale_inv", w->name);
+    const ds_st_tensor *sc = find_any(m, sname);
+    if (!sc) return ds_fail(mp->e, DS_ENOTFOUND, "%s: FP8 tensor '%s' has no block scale '%s'", shard, w->name, sname);
+    if (!sc->has_dtype || (sc->type != DS_F32 && sc->type != DS_BF16 && sc->type != DS_F16))
+        return ds_fail(mp->e, DS_ECORRUPT, "%s: block scale '%s' has dtype %s, not F32, BF16 or F16", shard, sname,
+                       sc->st_dtype);
+    int64_t mats = w->n_dims == 3 ? w->shape[0] : 1, rows = w->shape[w->n_dims - 2], cols = w->shape[w->n_dims - 1];
+    int64_t want[3] = {mats, (rows + DS_FP8_BLOCK - 1) / DS_FP8_BLOCK, (cols + DS_FP8_BLOCK - 1) / DS_FP8_BLOCK};
+    const int64_t *wd = want + (w->n_dims == 3 ? 0 : 1);
+    int same = sc->n_dims == w->n_dims;
+    for (int d = 0; same && d < w->n_dims; d++) same = sc->shape[d] == wd[d];
+    if (!same) {
+        char got[96], need[96], ws[96];
+        fmt_dims(got, sizeof got, sc->n_dims, sc->shape);
+        fmt_dims(need, sizeof need, w->n_dims, wd);
+        fmt_dims(ws, sizeof ws, w->n_dims, w->shape);
+        return ds_fail(mp->e, DS_ECORRUPT, "%s: block scale '%s' has shape %s; weight '%s' of shape %s in 128x128 "
+                       "blocks needs %s", shard, sname, got, w->name, ws, need);
+    }
+    ds_dtype out = m->opt.fp8_as == DS_FP8_AS_Q8_0 && cols % DS_QK8_0 == 0 ? DS_Q8_0 : DS_BF16;
+    size_t bytes = ds_dtype_row_bytes(out, cols) * (size_t)rows * (size_t)mats;
+    uint8_t *buf = ds_model_alloc(m, bytes);
+    if (!buf) return ds_fail(mp->e, DS_ENOMEM, "%s: out of memory converting tensor '%s'", shard, w->name);
+    ds_fp8_tensor ft = {.name = w->name, .w = w->data, .mats = mats, .rows = rows, .cols = cols, .scale = sc->data,
+                        .scale_type = sc->type, .out_type = out, .out = buf};
+    ds_status s = ds_fp8_convert(mp->pool, &ft, shard, mp->e);
+    if (s) return s;
+    ds_progress_add(&mp->progress, (uint64_t)(mats * rows * cols));
+    *tmp = *w;
+    tmp->has_dtype = 1;
+    tmp->type = out;
+    snprintf(tmp->st_dtype, sizeof tmp->st_dtype, "%s", ds_dtype_get(out)->name);
+    tmp->data = buf;
+    tmp->nbytes = bytes;
+    *st = tmp;
+    return DS_OK;
+}
+
 static ds_status add_converted(mapper *mp, const ds_st_tensor *st, const char *shard, const char *name, ds_hf_conversion conv) {
     ds_model_file *m = mp->m;
+    ds_st_tensor tmp;
+    ds_status s = resolve_fp8(mp, &st, shard, &tmp);
+    if (s) return s;
     ds_tensor t = {.type = st->type, .data = st->data};
     snprintf(t.name, sizeof t.name, "%s", name);
     torch_to_ne(st, &t);
     t.nb2 = ds_dtype_row_bytes(t.type, t.ne[0]) * (size_t)t.ne[1];
-    ds_status s;
     switch (conv) {
     case DS_HF_PLAIN:
         break;
@@ -417,6 +540,9 @@ static ds_status add_converted(mapper *mp, const ds_st_tensor *st, const char *s
 static ds_status add_split_expert(mapper *mp, const ds_st_tensor *st, const char *shard, int layer, int expert, int kind) {
     ds_model_file *m = mp->m;
     const ds_model_config *c = &m->cfg;
+    ds_st_tensor tmp;
+    ds_status s = resolve_fp8(mp, &st, shard, &tmp);
+    if (s) return s;
     if (c->n_expert <= 0 || expert < 0 || expert >= c->n_expert)
         return ds_fail(mp->e, DS_ECORRUPT, "%s: tensor '%s' names expert %d, the config has %d experts", shard, st->name,
                        expert, c->n_expert);
@@ -508,6 +634,9 @@ static ds_status map_tensor(mapper *mp, const ds_st_tensor *st, const char *shar
     const ds_model_config *c = &mp->m->cfg;
     const char *name = st->name, *body;
     if (!strncmp(name, "model.visual.", 13) || !strncmp(name, "visual.", 7)) return DS_OK;
+    if (ends_with(name, "_scale_inv")) return check_scale_owner(mp, st, shard);
+    /* FP8 checkpoints with static activation scales: activations run in F32 here */
+    if (ends_with(name, ".input_scale") || ends_with(name, ".activation_scale")) return DS_OK;
     ds_status s = check_dtype(st, shard, mp->e);
     if (s) return s;
     if (!strcmp(name, "lm_head.weight")) {
@@ -547,15 +676,29 @@ static ds_status map_tensor(mapper *mp, const ds_st_tensor *st, const char *shar
 }
 
 ds_status ds_model_load_hf(ds_model_file *m, const char *dir, ds_err *e) {
-    ds_status s = read_config(m, dir, e);
+    int fp8 = 0;
+    ds_status s = read_config(m, dir, &fp8, e);
     if (s) return s;
     if ((s = open_shards(m, dir, e))) return s;
-    mapper mp = {.m = m, .e = e};
+    mapper mp = {.m = m, .e = e, .fp8 = fp8};
+    uint64_t fp8_elems = 0;
+    for (int i = 0; i < m->n_shards; i++)
+        for (int j = 0; j < m->shards[i].n_tensors; j++)
+            if (!strcmp(m->shards[i].tensors[j].st_dtype, "F8_E4M3")) fp8_elems += m->shards[i].tensors[j].nbytes;
+    if (fp8 && fp8_elems) {
+        if ((s = ds_pool_new(m->opt.n_threads, &mp.pool, e))) return s;
+        ds_progress_start(&mp.progress, m->opt.fp8_as == DS_FP8_AS_BF16 ? "fp8 -> bf16" : "fp8 -> q8_0", fp8_elems);
+    }
     for (int i = 0; i < m->n_shards && !s; i++)
         for (int j = 0; j < m->shards[i].n_tensors && !s; j++)
             s = map_tensor(&mp, &m->shards[i].tensors[j], m->shards[i].path);
     if (!s) s = finish_expert_stacks(&mp);
     free(mp.stacks);
+    if (mp.pool) {
+        if (s) ds_progress_stop(&mp.progress);
+        else ds_progress_finish(&mp.progress);
+        ds_pool_free(mp.pool);
+    }
     if (s) return s;
     char path[4096];
     snprintf(path, sizeof path, "%s/tokenizer.json", dir);

@@ -74,6 +74,7 @@ typedef struct {
     ds_model_file *m;
     ds_err *e;
     ds_status status;
+    int mtp_only;
 } validate_ctx;
 
 static void fmt_shape(char *buf, size_t n, int n_dims, const int64_t *ne) {
@@ -85,7 +86,7 @@ static void fmt_shape(char *buf, size_t n, int n_dims, const int64_t *ne) {
 
 static void validate_one(const ds_tensor_spec *s, void *arg) {
     validate_ctx *v = arg;
-    if (v->status) return;
+    if (v->status || (v->mtp_only && s->layer < v->m->cfg.n_layer)) return;
     ds_tensor *t = (ds_tensor *)ds_model_tensor(v->m, s->name);
     if (!t) {
         if (!s->optional)
@@ -114,18 +115,23 @@ static void validate_one(const ds_tensor_spec *s, void *arg) {
     }
 }
 
-static ds_status validate(ds_model_file *m, ds_err *e) {
+ds_status ds_model_validate(ds_model_file *m, int mtp_only, ds_err *e) {
     ds_status s = ds_model_config_check(&m->cfg, m->path, (int)ds_model_format(m), e);
     if (s) return s;
-    validate_ctx v = {.m = m, .e = e};
+    validate_ctx v = {.m = m, .e = e, .mtp_only = mtp_only};
     ds_model_for_each_spec(&m->cfg, validate_one, &v);
     return v.status;
 }
 
 ds_status ds_model_open(const char *path, ds_model_file **out, ds_err *e) {
+    return ds_model_open_ex(path, NULL, out, e);
+}
+
+ds_status ds_model_open_ex(const char *path, const ds_load_options *o, ds_model_file **out, ds_err *e) {
     *out = NULL;
     ds_model_file *m = calloc(1, sizeof *m);
     if (!m) return ds_fail(e, DS_ENOMEM, "%s: out of memory", path);
+    if (o) m->opt = *o;
     m->path = strdup(path);
     m->cfg.pad_id = -1;
     ds_status s;
@@ -150,7 +156,9 @@ ds_status ds_model_open(const char *path, ds_model_file **out, ds_err *e) {
             s = ds_model_load_gguf(m, e);
         }
     }
-    if (!s) s = validate(m, e);
+    if (!s) s = ds_model_validate(m, 0, e);
+    if (!s && m->opt.mtp_path) s = ds_model_attach_mtp(m, m->opt.mtp_path, e);
+    m->opt.mtp_path = NULL; /* the caller's string: not kept */
     if (s) {
         ds_model_close(m);
         return s;
@@ -174,6 +182,7 @@ void ds_model_close(ds_model_file *m) {
     free(m->tokenizer_json);
     free(m->chat_template);
     free(m->path);
+    ds_model_close(m->mtp);
     free(m);
 }
 
@@ -185,6 +194,7 @@ const ds_tensor *ds_model_tensor_at(const ds_model_file *m, int i) { return &m->
 const char *ds_model_tokenizer_json(const ds_model_file *m) { return m->tokenizer_json; }
 const ds_gguf *ds_model_gguf(const ds_model_file *m) { return m->format == DS_FORMAT_GGUF ? &m->gguf : NULL; }
 const char *ds_model_chat_template(const ds_model_file *m) { return m->chat_template; }
+const char *ds_model_mtp_path(const ds_model_file *m) { return m->mtp ? m->mtp->path : m->cfg.n_mtp ? m->path : NULL; }
 
 const ds_tensor *ds_model_tensor(const ds_model_file *m, const char *name) {
     for (int i = 0; i < m->n_tensors; i++)

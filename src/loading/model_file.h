@@ -75,6 +75,26 @@ typedef struct ds_model_file ds_model_file;
 ds_status ds_model_open(const char *path, ds_model_file **out, ds_err *e);
 void ds_model_close(ds_model_file *m);
 
+/* What a float8 (e4m3, block-scaled) Hugging Face checkpoint's weights become
+ * at load: the kernels do not run FP8. Q8_0 (the default) keeps the memory of
+ * the FP8 file and runs the fastest 8-bit kernels; BF16 doubles the memory and
+ * is exact wherever the block scale is a power of two (see fp8.h). */
+typedef enum { DS_FP8_AS_Q8_0 = 0, DS_FP8_AS_BF16 } ds_fp8_as;
+
+typedef struct {
+    const char *mtp_path;  /* the MTP head from this GGUF file (llama.cpp's mtp-*.gguf); NULL: none */
+    ds_fp8_as fp8_as;
+    int n_threads;         /* threads converting FP8 weights; <= 0: one per core */
+} ds_load_options;
+
+/* ds_model_open with options (NULL: the defaults). With mtp_path, the main
+ * file must have no head of its own and the two files must belong together
+ * (architecture, hidden size, vocabulary, layer count): a pair that does not
+ * is refused with a message naming both files and the difference. */
+ds_status ds_model_open_ex(const char *path, const ds_load_options *o, ds_model_file **out, ds_err *e);
+/* The file the MTP head came from (the main file's path when it has its own), or NULL without a head. */
+const char *ds_model_mtp_path(const ds_model_file *m);
+
 const ds_model_config *ds_model_config_of(const ds_model_file *m);
 ds_format ds_model_format(const ds_model_file *m);
 const char *ds_model_path(const ds_model_file *m);

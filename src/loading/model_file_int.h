@@ -20,6 +20,9 @@ struct ds_model_file {
     int n_shards;
     char *tokenizer_json;        /* HF: path of tokenizer.json, or NULL */
     char *chat_template;         /* owned copy, or NULL */
+    ds_load_options opt;         /* as opened (mtp_path borrowed only while opening) */
+    ds_model_file *mtp;          /* the separate MTP head file, or NULL; its tensors are in this table */
+    int is_mtp_file;             /* this is such a head file: its tokens are the main file's business */
 };
 
 /* Appends a tensor; the name must be unique. */
@@ -31,5 +34,10 @@ ds_status ds_model_tensor_to_f32(ds_model_file *m, ds_tensor *t, ds_err *e);
 
 ds_status ds_model_load_gguf(ds_model_file *m, ds_err *e);
 ds_status ds_model_load_hf(ds_model_file *m, const char *dir, ds_err *e);
+/* Opens the GGUF file at path as m's MTP head (mtp_file.c): checks that the
+ * two belong together and adds the head's block to m's tensor table. */
+ds_status ds_model_attach_mtp(ds_model_file *m, const char *path, ds_err *e);
+/* Checks m's tensors against its config; with mtp_only, only the MTP block's. */
+ds_status ds_model_validate(ds_model_file *m, int mtp_only, ds_err *e);
 
 #endif

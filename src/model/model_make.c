@@ -15,6 +15,7 @@
 #include "common/progress.h"
 #include "common/mapped_file.h"
 #include "kernels/threadpool.h"
+#include "loading/fp8.h"
 #include "loading/gguf_writer.h"
 #include "loading/hf_names.h"
 #include "loading/model_shapes.h"
@@ -272,7 +273,17 @@ static uint32_t file_type(const char *dtype) {
     return 0;
 }
 
-static void write_gguf_metadata(maker *mk, ds_gguf_writer *w) {
+/* Which tensors a GGUF file gets: all, the main model without its MTP head, or
+ * the head alone (its block and the shared embedding, final norm and output). */
+enum { PART_ALL, PART_MAIN, PART_HEAD };
+
+static int in_part(const ds_model_config *c, const ds_tensor_spec *s, int part) {
+    if (part == PART_ALL) return 1;
+    if (part == PART_MAIN) return s->layer < c->n_layer;
+    return s->layer >= c->n_layer || s->layer < 0;
+}
+
+static void write_gguf_metadata(maker *mk, ds_gguf_writer *w, int part) {
     const ds_model_config *c = &mk->cfg;
     const char *arch = ds_arch_name(c->arch);
     char key[96];
@@ -284,7 +295,8 @@ static void write_gguf_metadata(maker *mk, ds_gguf_writer *w) {
     ds_gguf_writer_str(w, "general.name", name);
     ds_gguf_writer_u32(w, "general.file_type", file_type(mk->o->dtype));
     ds_gguf_writer_u32(w, "general.quantization_version", 2);
-    ds_gguf_writer_u32(w, KEY("block_count"), (uint32_t)(c->n_layer + c->n_mtp));
+    int n_mtp = part == PART_MAIN ? 0 : c->n_mtp;
+    ds_gguf_writer_u32(w, KEY("block_count"), (uint32_t)(c->n_layer + n_mtp));
     ds_gguf_writer_u32(w, KEY("context_length"), (uint32_t)c->n_ctx_train);
     ds_gguf_writer_u32(w, KEY("embedding_length"), (uint32_t)c->n_embd);
     if (c->arch != DS_ARCH_QWEN35MOE) ds_gguf_writer_u32(w, KEY("feed_forward_length"), (uint32_t)c->n_ff);
@@ -306,7 +318,7 @@ static void write_gguf_metadata(maker *mk, ds_gguf_writer *w) {
         ds_gguf_writer_u32(w, KEY("ssm.time_step_rank"), (uint32_t)c->lin_v_heads);
         ds_gguf_writer_u32(w, KEY("ssm.inner_size"), (uint32_t)(c->lin_v_heads * c->lin_v_dim));
         ds_gguf_writer_u32(w, KEY("full_attention_interval"), (uint32_t)c->full_attn_interval);
-        if (c->n_mtp) ds_gguf_writer_u32(w, KEY("nextn_predict_layers"), (uint32_t)c->n_mtp);
+        if (n_mtp) ds_gguf_writer_u32(w, KEY("nextn_predict_layers"), (uint32_t)n_mtp);
     }
     if (c->arch == DS_ARCH_QWEN35MOE) {
         ds_gguf_writer_u32(w, KEY("expert_count"), (uint32_t)c->n_expert);
@@ -319,23 +331,24 @@ static void write_gguf_metadata(maker *mk, ds_gguf_writer *w) {
     ds_gguf_writer_str(w, "tokenizer.chat_template", DS_DEFAULT_CHAT_TEMPLATE);
 }
 
-static ds_status write_gguf(maker *mk, ds_err *e) {
+static ds_status write_gguf(maker *mk, const char *path, int part, ds_err *e) {
     ds_gguf_writer *w = ds_gguf_writer_new(32);
     if (!w) return ds_fail(e, DS_ENOMEM, "out of memory");
-    write_gguf_metadata(mk, w);
+    write_gguf_metadata(mk, w, part);
     ds_dtype *types = malloc((size_t)mk->specs.n * sizeof *types);
     if (!types) { ds_gguf_writer_free(w); return ds_fail(e, DS_ENOMEM, "out of memory"); }
     for (int i = 0; i < mk->specs.n; i++) {
         ds_tensor_spec *s = &mk->specs.specs[i];
         types[i] = ds_make_gguf_type(&mk->cfg, s, mk->o->dtype);
-        ds_gguf_writer_add_tensor(w, s->name, types[i], s->n_dims, s->ne);
+        if (in_part(&mk->cfg, s, part)) ds_gguf_writer_add_tensor(w, s->name, types[i], s->n_dims, s->ne);
     }
-    ds_status st = ds_gguf_writer_begin(w, mk->o->out, e);
+    ds_status st = ds_gguf_writer_begin(w, path, e);
     float *vals = NULL;
     uint8_t *out = NULL;
     size_t cap = 0;
-    for (int i = 0; i < mk->specs.n && !st; i++) {
+    for (int i = 0, idx = 0; i < mk->specs.n && !st; i++) {
         ds_tensor_spec *s = &mk->specs.specs[i];
+        if (!in_part(&mk->cfg, s, part)) continue;
         int64_t per = s->ne[0] * s->ne[1];
         size_t need = (size_t)per * sizeof(float);
         if (need > cap) {
@@ -352,9 +365,10 @@ static ds_status write_gguf(maker *mk, ds_err *e) {
             ds_make_values_ex(&mk->cfg, s, mk->o, mk->mtp_beta, (int)x, vals);
             ds_make_to_gguf_form(&mk->cfg, s, vals);
             quantize_matrix(mk->pool, types[i], vals, out, s->ne[1], s->ne[0]);
-            st = ds_gguf_writer_tensor_chunk(w, i, out, bytes, e);
+            st = ds_gguf_writer_tensor_chunk(w, idx, out, bytes, e);
             ds_progress_add(&mk->progress, (uint64_t)per);
         }
+        idx++;
     }
     if (!st) st = ds_gguf_writer_finish(w, e);
     free(vals);
@@ -375,6 +389,7 @@ typedef struct {
     int64_t shape[4];    /* PyTorch order */
     uint64_t nbytes, begin;
     int shard;
+    int fp8;             /* --dtype fp8: 1 an F8_E4M3 weight, 2 its block scales (fp8.h) */
 } hf_entry;
 
 typedef struct {
@@ -475,6 +490,59 @@ static ds_status plan_hf(maker *mk, hf_list *l, ds_dtype type, ds_err *e) {
         }
     }
     return DS_OK;
+}
+
+/* --dtype fp8 as the official FP8 releases have it: every matrix but the
+ * embedding, the output and the MoE routers in float8 with 128x128 block
+ * scales beside it ("<name>_scale_inv"), the rest BF16. */
+static ds_status plan_fp8(maker *mk, hf_list *l, ds_err *e) {
+    int n0 = l->n;
+    for (int i = 0; i < n0; i++) {
+        const ds_tensor_spec *s = &mk->specs.specs[l->v[i].spec];
+        if (s->kind != DS_TK_MATRIX || !strcmp(s->name, "output.weight") || ends_with(s->name, "ffn_gate_inp.weight"))
+            continue;
+        l->v[i].fp8 = 1;
+        hf_entry *sc = hf_push(l);
+        if (!sc) return ds_fail(e, DS_ENOMEM, "out of memory");
+        const hf_entry *w = &l->v[i];
+        *sc = *w;
+        snprintf(sc->name, sizeof sc->name, "%.140s_scale_inv", w->name);
+        sc->fp8 = 2;
+        sc->type = DS_F32;
+        for (int d = sc->n_dims - 2; d < sc->n_dims; d++) sc->shape[d] = (w->shape[d] + DS_FP8_BLOCK - 1) / DS_FP8_BLOCK;
+    }
+    return DS_OK;
+}
+
+/* One fp8 entry's data: for each matrix (expert), its values (both halves of
+ * a fused gate_up, whose blocks may straddle the two), then the e4m3 bytes or
+ * the block scales. */
+static int write_fp8_entry(maker *mk, const hf_entry *en, FILE *f) {
+    const ds_tensor_spec *s = &mk->specs.specs[en->spec];
+    int halves = en->spec_up >= 0 ? 2 : 1;
+    int64_t cols = s->ne[0], rows = s->ne[1] * halves;
+    int64_t n_scales = ((rows + DS_FP8_BLOCK - 1) / DS_FP8_BLOCK) * ((cols + DS_FP8_BLOCK - 1) / DS_FP8_BLOCK);
+    float *vals = malloc((size_t)(rows * cols) * sizeof *vals), *scales = malloc((size_t)n_scales * sizeof *scales);
+    uint8_t *q = malloc((size_t)(rows * cols));
+    int bad = !vals || !scales || !q ? 2 : 0;
+    int first = en->expert >= 0 ? en->expert : 0, last = en->expert >= 0 ? en->expert + 1 : (int)s->ne[2];
+    for (int x = first; x < last && !bad; x++) {
+        for (int half = 0; half < halves; half++)
+            ds_make_values_ex(&mk->cfg, half ? &mk->specs.specs[en->spec_up] : s, mk->o, mk->mtp_beta, x,
+                              vals + half * s->ne[1] * cols);
+        ds_fp8_block_scales(vals, rows, cols, scales);
+        if (en->fp8 == 2) {
+            bad = fwrite(scales, sizeof *scales, (size_t)n_scales, f) != (size_t)n_scales;
+        } else {
+            ds_fp8_quantize(vals, rows, cols, scales, q);
+            bad = fwrite(q, 1, (size_t)(rows * cols), f) != (size_t)(rows * cols);
+            ds_progress_add(&mk->progress, (uint64_t)(rows * cols));
+        }
+    }
+    free(vals);
+    free(scales);
+    free(q);
+    return bad;
 }
 
 static ds_status write_file(const char *path, const char *text, ds_err *e) {
@@ -589,6 +657,28 @@ static ds_status write_hf_config(maker *mk, ds_err *e) {
     }
     if (mk->vocab.eot_id >= 0) set(t, "eos_token_id", number(mk->vocab.eot_id), &bad);
     if (mk->vocab.pad_id >= 0) set(t, "pad_token_id", number(mk->vocab.pad_id), &bad);
+    if (!strcmp(mk->o->dtype, "fp8")) { /* as the official FP8 releases describe themselves */
+        json_t *q = set(root, "quantization_config", json_object(), &bad);
+        set(q, "activation_scheme", json_string("dynamic"), &bad);
+        set(q, "fmt", json_string("e4m3"), &bad);
+        set(q, "quant_method", json_string("fp8"), &bad);
+        int block[2] = {DS_FP8_BLOCK, DS_FP8_BLOCK};
+        set(q, "weight_block_size", int_array(block, 2), &bad);
+        json_t *keep = set(q, "modules_to_not_convert", json_array(), &bad);
+        const char *prefix = flat ? "model." : "model.language_model.";
+        char nm[160];
+        append(keep, json_string("lm_head"), &bad);
+        snprintf(nm, sizeof nm, "%sembed_tokens", prefix);
+        append(keep, json_string(nm), &bad);
+        for (int i = 0; c->arch == DS_ARCH_QWEN35MOE && i <= c->n_layer; i++) {
+            if (i == c->n_layer && !c->n_mtp) break;
+            if (i < c->n_layer) snprintf(nm, sizeof nm, "%slayers.%d.mlp.gate", prefix, i);
+            else snprintf(nm, sizeof nm, "mtp.layers.0.mlp.gate");
+            append(keep, json_string(nm), &bad);
+            snprintf(nm + strlen(nm) - strlen("gate"), 32, "shared_expert_gate");
+            append(keep, json_string(nm), &bad);
+        }
+    }
     ds_status s = write_json(mk->o->out, "config.json", root, bad, 17, e);
     if (s) return s;
 
@@ -645,7 +735,7 @@ static ds_status write_shard(maker *mk, hf_list *l, int shard, int n_shards, ds_
         hf_entry *en = &l->v[i];
         if (en->shard != shard) continue;
         json_t *t = set(hdr, en->name, json_object(), &bad);
-        set(t, "dtype", json_string(en->type == DS_F32 ? "F32" : en->type == DS_F16 ? "F16" : "BF16"), &bad);
+        set(t, "dtype", json_string(en->fp8 == 1 ? "F8_E4M3" : en->type == DS_F32 ? "F32" : en->type == DS_F16 ? "F16" : "BF16"), &bad);
         json_t *shape = set(t, "shape", json_array(), &bad);
         for (int d = 0; d < en->n_dims; d++) append(shape, json_integer((json_int_t)en->shape[d]), &bad);
         json_t *offs = set(t, "data_offsets", json_array(), &bad);
@@ -673,6 +763,10 @@ static ds_status write_shard(maker *mk, hf_list *l, int shard, int n_shards, ds_
     for (int i = 0; i < l->n && !bad; i++) {
         hf_entry *en = &l->v[i];
         if (en->shard != shard) continue;
+        if (en->fp8) {
+            bad = write_fp8_entry(mk, en, f);
+            continue;
+        }
         const ds_tensor_spec *s = &mk->specs.specs[en->spec];
         int64_t per = s->ne[0] * s->ne[1];
         if ((size_t)per * 4 > cap) {
@@ -703,15 +797,16 @@ static ds_status write_shard(maker *mk, hf_list *l, int shard, int n_shards, ds_
 }
 
 static ds_status write_hf(maker *mk, ds_err *e) {
-    ds_dtype type;
-    if (ds_dtype_from_name(mk->o->dtype, &type) != 0 || (type != DS_F32 && type != DS_F16 && type != DS_BF16))
-        return ds_fail(e, DS_EINVAL, "--dtype %s: safetensors checkpoints hold f32, f16 or bf16", mk->o->dtype);
+    ds_dtype type = DS_BF16;
+    int fp8 = !strcmp(mk->o->dtype, "fp8");
+    if (!fp8 && (ds_dtype_from_name(mk->o->dtype, &type) != 0 || (type != DS_F32 && type != DS_F16 && type != DS_BF16)))
+        return ds_fail(e, DS_EINVAL, "--dtype %s: safetensors checkpoints hold f32, f16, bf16 or fp8", mk->o->dtype);
     if (mkdir(mk->o->out, 0755) != 0 && errno != EEXIST)
         return ds_fail(e, DS_EIO, "%s: cannot create directory: %s", mk->o->out, strerror(errno));
     ds_status s = write_hf_config(mk, e);
     if (s) return s;
     hf_list l = {0};
-    if ((s = plan_hf(mk, &l, type, e))) { free(l.v); return s; }
+    if ((s = plan_hf(mk, &l, type, e)) || (fp8 && (s = plan_fp8(mk, &l, e)))) { free(l.v); return s; }
     /* assign shards in file order, then offsets within each shard */
     int shard = 0;
     uint64_t in_shard = 0;
@@ -719,7 +814,7 @@ static ds_status write_hf(maker *mk, ds_err *e) {
         hf_entry *en = &l.v[i];
         int64_t n = 1;
         for (int d = 0; d < en->n_dims; d++) n *= en->shape[d];
-        en->nbytes = ds_dtype_row_bytes(en->type, n);
+        en->nbytes = en->fp8 == 1 ? (uint64_t)n : ds_dtype_row_bytes(en->type, n);
         if (mk->o->shard_bytes && in_shard > 0 && in_shard + en->nbytes > mk->o->shard_bytes) {
             shard++;
             in_shard = 0;
@@ -754,8 +849,19 @@ ds_status ds_make_model(const ds_make_options *o, ds_err *e) {
     if (s) return s;
     s = setup(&mk, e);
     if (!s) {
+        if (o->mtp_out) /* the shared tensors are written twice */
+            for (int i = 0; i < mk.specs.n; i++)
+                if (mk.specs.specs[i].layer < 0) mk.total_elems += (uint64_t)spec_elems(&mk.specs.specs[i]);
         ds_progress_start(&mk.progress, "make-model", mk.total_elems);
-        s = o->format == DS_FORMAT_GGUF ? write_gguf(&mk, e) : write_hf(&mk, e);
+        if (o->mtp_out && (o->format != DS_FORMAT_GGUF || mk.cfg.n_mtp == 0))
+            s = ds_fail(e, DS_EINVAL, "--mtp-out %s: %s", o->mtp_out,
+                        o->format != DS_FORMAT_GGUF ? "a separate MTP head is written as GGUF only"
+                                                    : "the model has no MTP head (--no-mtp, or a shape without one)");
+        else if (o->format == DS_FORMAT_GGUF)
+            s = write_gguf(&mk, o->out, o->mtp_out ? PART_MAIN : PART_ALL, e);
+        else
+            s = write_hf(&mk, e);
+        if (!s && o->mtp_out) s = write_gguf(&mk, o->mtp_out, PART_HEAD, e);
         ds_progress_finish(&mk.progress);
     }
     ds_vocab_free(&mk.vocab);

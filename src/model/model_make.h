@@ -28,6 +28,8 @@ typedef struct {
     int mtp_agree_set;          /* 1: make the MTP head agree with the model on mtp_agree of the tokens */
     float mtp_agree;            /* 0..1 (see model_make_mtp.c); needs an MTP head */
     int n_threads;              /* quantising threads; <= 0: one per core. The file is the same for any count */
+    const char *mtp_out;        /* GGUF: the MTP head to this file of its own and `out` without it, as
+                                 * llama.cpp's converter does with --mtp / --no-mtp (mtp_file.c) */
 } ds_make_options;
 
 ds_status ds_make_model(const ds_make_options *o, ds_err *e);

@@ -428,7 +428,7 @@ int ds_server_run(const ds_server_config *cfg) {
         return fd == -2 ? 2 : 1;
     }
     ds_err e = {0};
-    if (ds_model_open(cfg->model_path, &s->file, &e) != DS_OK) {
+    if (ds_model_open_ex(cfg->model_path, &cfg->load, &s->file, &e) != DS_OK) {
         fprintf(stderr, "deltaserve serve: %s\n", e.msg);
         close(fd);
         ds_metrics_free(&s->metrics);

@@ -13,9 +13,11 @@
 #include <stddef.h>
 
 #include "engine/engine.h"
+#include "loading/model_file.h"
 
 typedef struct {
     const char *model_path;       /* required */
+    ds_load_options load;         /* --mtp-model, --fp8-as */
     const char *host;             /* "127.0.0.1" */
     int port;                     /* 0: any free port (printed) */
     const char *api_key;          /* NULL: no authentication */

@@ -211,6 +211,40 @@ def bf16_to_f32(u16):
     return (u16.astype(np.uint32) << 16).view(np.float32)
 
 
+def e4m3_to_f64(u8):
+    """float8 e4m3fn bytes -> float64: 1 sign bit, 4 exponent bits (bias 7), 3 mantissa
+    bits; exponent 0 is subnormal (m/8 * 2^-6); S.1111.111 is NaN; no infinities."""
+    u = np.asarray(u8, dtype=np.uint8).astype(np.int64)
+    e, m = (u >> 3) & 15, u & 7
+    mag = np.where(e == 0, m / 8.0 * 2.0 ** -6, (1.0 + m / 8.0) * np.exp2(e - 7.0))
+    mag = np.where((e == 15) & (m == 7), np.nan, mag)
+    return np.where(u & 0x80, -mag, mag)
+
+
+def fp8_dequant(w, scale, block=128):
+    """An F8_E4M3 weight ([..., rows, cols] bytes) times its block scales ([..., ceil(rows/block),
+    ceil(cols/block)]), in float64 (exact: 4 + 24 significant bits)."""
+    rows, cols = w.shape[-2:]
+    s = np.repeat(np.repeat(np.asarray(scale, dtype=np.float64), block, axis=-2), block, axis=-1)
+    return e4m3_to_f64(w) * s[..., :rows, :cols]
+
+
+def round_bf16(x):
+    """float64 -> the nearest bfloat16 (8 significant bits, ties to even), as float64."""
+    x = np.asarray(x, dtype=np.float64)
+    m, e = np.frexp(x)
+    return np.ldexp(np.round(m * 256.0), e - 8)
+
+
+def q8_0_roundtrip(x):
+    """x (float32, rows of a multiple of 32) through ggml's Q8_0 and back."""
+    x = np.asarray(x, dtype=np.float32)
+    blocks = np.frombuffer(quantize_q8_0(x), dtype=np.uint8).reshape(-1, 34)
+    d = blocks[:, :2].copy().view(np.float16).astype(np.float32)
+    q = blocks[:, 2:].copy().view(np.int8).astype(np.float32)
+    return (d * q).reshape(x.shape)
+
+
 class SafeTensor:
     def __init__(self, name, dtype, shape, raw):
         self.name, self.dtype, self.shape, self.raw = name, dtype, tuple(shape), raw
@@ -223,6 +257,8 @@ class SafeTensor:
             a = np.frombuffer(self.raw, dtype="<f2").astype(np.float32)
         elif self.dtype == "BF16":
             a = bf16_to_f32(np.frombuffer(self.raw, dtype="<u2"))
+        elif self.dtype == "F8_E4M3":  # the stored float8 values, unscaled
+            a = e4m3_to_f64(np.frombuffer(self.raw, dtype=np.uint8))
         else:
             raise ValueError(f"tensor {self.name}: dtype {self.dtype} is not a float type")
         return a.reshape(self.shape).astype(np.float32, copy=True)
@@ -557,13 +593,29 @@ class Model:
         self.format, self.config, self.tensors, self.v_heads_tiled, self.raw = fmt, config, tensors, v_heads_tiled, raw
 
 
-def open_model(path):
-    """A .gguf file or a Hugging Face directory as a Model (see the module doc)."""
+def open_model(path, fp8_as=None):
+    """A .gguf file or a Hugging Face directory as a Model (see the module doc). The float8
+    weights of an FP8 checkpoint are dequantised exactly, or with fp8_as "bf16" / "q8_0" as
+    deltaserve's loader converts them (fp8.h): the exact value rounded to BF16, or rounded to
+    F32 and through Q8_0 (rows of a multiple of 32; others BF16)."""
     if os.path.isdir(path):
         cfg, st = read_hf_dir(path)
         c = config_from_hf(cfg)
         arrays = {n: t.array() for n, t in st.items()
-                  if not n.startswith(("model.visual.", "visual.")) and t.dtype in ("F32", "F16", "BF16")}
+                  if not n.startswith(("model.visual.", "visual.")) and t.dtype in ("F32", "F16", "BF16")
+                  and not n.endswith("_scale_inv")}
+        # an FP8 checkpoint (quantization_config.quant_method "fp8"): each float8 weight times the
+        # block scale "<name>_scale_inv" of its 128x128 block
+        for n, t in st.items():
+            if t.dtype == "F8_E4M3" and not n.startswith(("model.visual.", "visual.")):
+                raw = np.frombuffer(t.raw, dtype=np.uint8).reshape(t.shape)
+                exact = fp8_dequant(raw, st[n + "_scale_inv"].array())
+                if fp8_as == "q8_0" and t.shape[-1] % 32 == 0:
+                    arrays[n] = q8_0_roundtrip(exact.astype(np.float32))
+                elif fp8_as is not None:
+                    arrays[n] = round_bf16(exact).astype(np.float32)
+                else:
+                    arrays[n] = exact.astype(np.float32)
         return Model("safetensors", c, hf_to_canonical(c, arrays), False, st)
     g = read_gguf(path)
     c = config_from_gguf(g)
@@ -609,5 +661,5 @@ def ulp_distance(a, b):
 
 __all__ = ["open_model", "Model", "read_gguf", "read_safetensors", "read_hf_dir", "config_from_gguf",
            "config_from_hf", "text_config", "hf_to_canonical", "hf_to_gguf", "to_tiled", "tile_tensor",
-           "tiled_order", "quantize_q8_0", "q8_0_error_bound", "ulp_distance", "padded", "GGML_TYPES", "GGML_ID",
+           "tiled_order", "e4m3_to_f64", "fp8_dequant", "round_bf16", "q8_0_roundtrip", "quantize_q8_0", "q8_0_error_bound", "ulp_distance", "padded", "GGML_TYPES", "GGML_ID",
            "TYPE_NAMES", "CONFIG_FIELDS"]

@@ -325,6 +325,11 @@ static ds_status fetch_once(const ds_hub_opts *o, const char *url, const char *w
         s = ds_fail(e, DS_EIO, "%s: the download broke off at byte %lld: %s", what, (long long)file_size(dest),
                     curl_easy_strerror(rc));
         *again = retryable(rc);
+    } else if (f->size >= 0 && file_size(dest) < f->size) {
+        /* an answer without a length that ended early */
+        s = ds_fail(e, DS_EIO, "%s: the download ended at byte %lld of %lld", what, (long long)file_size(dest),
+                    (long long)f->size);
+        *again = 1;
     }
     curl_easy_cleanup(c);
     curl_slist_free_all(hdrs);

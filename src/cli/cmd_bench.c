@@ -18,6 +18,7 @@
 #include "cli/args.h"
 #include "cli/bench_engine.h"
 #include "cli/cli_model.h"
+#include "cli/cli_hub.h"
 #include "cli/commands.h"
 #include "kernels/cpu.h"
 #include "loading/model_file.h"
@@ -28,7 +29,8 @@
 #define MAX_REPS 50
 
 static void usage(FILE *f) {
-    fprintf(f, "usage: deltaserve bench -m PATH [-p 512] [-n 128] [-t THREADS] [-b 1,2,4,8,16] [-r 3] [--json]\n"
+    fprintf(f, "usage: deltaserve bench (-m PATH | -hf ORG/NAME[:QUANT]) [-p 512] [-n 128] [-t THREADS] [-b 1,2,4,8,16] [-r 3] [--json]\n"
+               DS_CLI_HUB_HELP
                "  -p N        prompt tokens of the prefill test (0: skip)\n"
                "  -n N        decoded tokens of the decode tests (0: skip)\n"
                "  -t N        threads (default: one per core)\n"
@@ -227,10 +229,13 @@ int ds_cmd_bench(int argc, char **argv) {
     uint64_t seed = 0;
     int json = 0, lr;
     ds_load_options lo = {0};
+    static ds_cli_hub hub; /* its paths are used until the process ends */
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v;
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) { usage(stdout); return 0; }
         if (!strcmp(a, "--json")) { json = 1; continue; }
+        int hf = ds_cli_hub_option(&hub, argc, argv, &i);
+        if (hf) { if (hf < 0) return 2; continue; }
         if (!(v = ds_arg_value(argc, argv, &i))) return 2;
         if (!strcmp(a, "-m") || !strcmp(a, "--model")) path = v;
         else if (!strcmp(a, "-p")) { if (ds_arg_int(a, v, 0, 1 << 16, &p)) return 2; }
@@ -249,6 +254,9 @@ int ds_cmd_bench(int argc, char **argv) {
         else if ((lr = ds_cli_load_arg("bench", a, v, &lo))) { if (lr < 0) return 2; }
         else { fprintf(stderr, "deltaserve bench: unknown option '%s'\n", a); usage(stderr); return 2; }
     }
+    int hub_rc = ds_cli_hub_model(&hub, "bench", &path);
+    if (hub_rc) return hub_rc;
+    if (hub.res.mtp && !lo.mtp_path) lo.mtp_path = hub.res.mtp; /* the head file beside it */
     if (!path) { usage(stderr); return 2; }
     lo.n_threads = (int)threads;
     ds_bench_load_options(&lo);

@@ -5,14 +5,16 @@
 #include <string.h>
 
 #include "cli/args.h"
+#include "cli/cli_hub.h"
 #include "cli/cli_model.h"
 #include "cli/commands.h"
 #include "engine/sampler.h"
 #include "tokenizer/stream_decoder.h"
 
 static void usage(FILE *f) {
-    fprintf(f, "usage: deltaserve generate -m PATH -p TEXT [-n N] [--temp T] [--top-p P] [--top-k K] [--seed S]\n"
+    fprintf(f, "usage: deltaserve generate (-m PATH | -hf ORG/NAME[:QUANT]) -p TEXT [-n N] [--temp T] [--top-p P] [--top-k K] [--seed S]\n"
                "  -m PATH       GGUF file or Hugging Face directory\n"
+               DS_CLI_HUB_HELP
                "  -p TEXT       the prompt (used as is: no chat template)\n"
                "  -n N          tokens to generate (default 64); stops early at an end-of-sequence token\n"
                "  --temp T      temperature (default 0.8; 0 = greedy)\n"
@@ -32,11 +34,14 @@ int ds_cmd_generate(int argc, char **argv) {
     sp.temperature = 0.8f;
     sp.top_p = 0.95f;
     sp.top_k = 40;
+    ds_cli_hub hub = {0};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v;
         double x;
         long n;
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) { usage(stdout); return 0; }
+        int hf = ds_cli_hub_option(&hub, argc, argv, &i);
+        if (hf) { if (hf < 0) return 2; continue; }
         if (!(v = ds_arg_value(argc, argv, &i))) return 2;
         if (!strcmp(a, "-m") || !strcmp(a, "--model")) path = v;
         else if (!strcmp(a, "-p") || !strcmp(a, "--prompt")) prompt = v;
@@ -48,15 +53,22 @@ int ds_cmd_generate(int argc, char **argv) {
         else if ((r = ds_cli_load_arg("generate", a, v, &lo))) { if (r < 0) return 2; }
         else { fprintf(stderr, "deltaserve generate: unknown option '%s'\n", a); usage(stderr); return 2; }
     }
+    if (prompt) {
+        int rc = ds_cli_hub_model(&hub, "generate", &path);
+        if (rc) return rc;
+        if (hub.res.mtp && !lo.mtp_path) lo.mtp_path = hub.res.mtp; /* the head file beside it */
+    }
     if (!path || !prompt) {
-        fprintf(stderr, "deltaserve generate: -m PATH and -p TEXT are required\n");
+        fprintf(stderr, "deltaserve generate: -m PATH (or -hf REPO) and -p TEXT are required\n");
         usage(stderr);
         return 2;
     }
     ds_err e = {0};
     ds_tokens toks = {0};
     ds_cli_model cm;
-    if (ds_cli_model_open_ex(&cm, "generate", path, 256, &lo)) return 1;
+    int open_rc = ds_cli_model_open_ex(&cm, "generate", path, 256, &lo);
+    ds_cli_hub_free(&hub); /* the model keeps its own copy of the path */
+    if (open_rc) return 1;
     if (ds_tokenizer_encode(cm.tok, prompt, strlen(prompt), 1, &toks, &e) != DS_OK) {
         fprintf(stderr, "deltaserve generate: %s\n", e.msg);
         free(toks.ids);

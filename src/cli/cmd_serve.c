@@ -8,15 +8,17 @@
 
 #include "cli/args.h"
 #include "cli/cli_model.h"
+#include "cli/cli_hub.h"
 #include "cli/commands.h"
 #include "server/server.h"
 
 static void usage(FILE *f) {
     fprintf(f,
-            "usage: deltaserve serve [-m PATH] [--host 127.0.0.1] [--port 8080] [--api-key KEY]\n"
+            "usage: deltaserve serve [-m PATH | -hf ORG/NAME[:QUANT]] [--host 127.0.0.1] [--port 8080] [--api-key KEY]\n"
             "                        [--served-model-name NAME] [engine options]\n"
             "  -m PATH                GGUF file or Hugging Face directory (default: models/default.gguf\n"
             "                         next to the deltaserve binary, the model `make` builds)\n"
+            DS_CLI_HUB_HELP
             "  --host ADDR            IPv4 address to listen on (default 127.0.0.1)\n"
             "  --port N               TCP port (default 8080; 0 = any free port, printed at start)\n"
             "  --api-key KEY          require 'Authorization: Bearer KEY' on /v1/* (also $DS_API_KEY)\n"
@@ -100,6 +102,7 @@ int ds_cmd_serve(int argc, char **argv) {
     long n;
     double x;
     int r;
+    ds_cli_hub hub = {0};
     if ((env = getenv("DS_API_KEY")) && env[0]) c.api_key = env;
     if ((env = getenv("DS_FAULT_AFTER")) && ds_arg_int("DS_FAULT_AFTER", env, 0, 1L << 30, &n) == 0) c.fault_after = (int)n;
     if ((env = getenv("DS_FAULT_EVERY")) && ds_arg_int("DS_FAULT_EVERY", env, 0, 1L << 30, &n) == 0) c.fault_every = (int)n;
@@ -109,6 +112,8 @@ int ds_cmd_serve(int argc, char **argv) {
         const char *a = argv[i], *v;
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) { usage(stdout); return 0; }
         if (!strcmp(a, "--no-prefix-cache")) { c.engine.prefix_cache = 0; continue; }
+        int hf = ds_cli_hub_option(&hub, argc, argv, &i);
+        if (hf) { if (hf < 0) return 2; continue; }
         if (!(v = ds_arg_value(argc, argv, &i))) return 2;
         if (!strcmp(a, "-m") || !strcmp(a, "--model")) c.model_path = v;
         else if (!strcmp(a, "--host")) c.host = v;
@@ -148,6 +153,10 @@ int ds_cmd_serve(int argc, char **argv) {
         else if ((r = ds_cli_load_arg("serve", a, v, &c.load))) { if (r < 0) return 2; }
         else { fprintf(stderr, "deltaserve serve: unknown option '%s'\n", a); usage(stderr); return 2; }
     }
+    int rc = ds_cli_hub_model(&hub, "serve", &c.model_path);
+    if (rc) return rc;
+    if (hub.res.mtp && !c.load.mtp_path) c.load.mtp_path = hub.res.mtp; /* the head file beside it */
+    if (hub.spec && !c.served_model_name) c.served_model_name = hub.spec; /* as llama-server names it */
     if (!c.model_path) {
         if (default_model(model_buf, sizeof model_buf) != 0 || access(model_buf, R_OK) != 0) {
             fprintf(stderr, "deltaserve serve: no -m PATH and no default model next to the binary (%s); run `make`\n",
@@ -157,5 +166,7 @@ int ds_cmd_serve(int argc, char **argv) {
         c.model_path = model_buf;
     }
     c.load.n_threads = c.n_threads;
-    return ds_server_run(&c);
+    rc = ds_server_run(&c);
+    ds_cli_hub_free(&hub);
+    return rc;
 }

@@ -12,6 +12,7 @@ int ds_cmd_logits(int argc, char **argv);
 int ds_cmd_bench(int argc, char **argv);
 int ds_cmd_chat_template(int argc, char **argv);
 int ds_cmd_serve(int argc, char **argv);
+int ds_cmd_pull(int argc, char **argv);
 int ds_cmd_canary(int argc, char **argv);
 int ds_cmd_bench_serve(int argc, char **argv);
 

@@ -18,6 +18,7 @@ static const struct {
     {"perplexity", ds_cmd_perplexity, "perplexity of a text file, as llama.cpp's llama-perplexity computes it"},
     {"bench", ds_cmd_bench, "prefill and decode speed, batched decode, memory and bandwidth (like llama-bench)"},
     {"chat-template", ds_cmd_chat_template, "render chat requests with a model's chat template (Jinja)"},
+    {"pull", ds_cmd_pull, "download a GGUF from the Hugging Face hub into its cache (ORG/NAME[:QUANT])"},
     {"serve", ds_cmd_serve, "OpenAI-compatible HTTP server (chat, completions, models, health, metrics)"},
     {"canary", ds_cmd_canary, "check an OpenAI-compatible server's chat answers end to end (exit 1 on any failure)"},
     {"bench-serve", ds_cmd_bench_serve, "benchmark a running server like vllm bench serve (TTFT, TPOT, ITL, throughput)"},

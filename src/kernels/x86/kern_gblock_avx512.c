@@ -1,0 +1,141 @@
+/* kern_gblock_avx512.c - the gblock types (gblock.h) on AVX-512 VNNI, one
+ * kernel for every such type: level indices looked up with VPSHUFB into
+ * levels + 128 (unsigned for VPDPBUSD; the 128 s comes off per half), the
+ * integer scales and mins applied as kern.h NUMERICS states. Built with
+ * -mavx512*: call only when ds_cpu_level() says AVX512. */
+#include <immintrin.h>
+#include <string.h>
+
+#include "kernels/gblock.h"
+#include "kernels/kern.h"
+
+#define INLINE static inline __attribute__((always_inline))
+#define UNROLL _Pragma("GCC unroll 16")
+#define TT_MAX 8
+#define TB 64
+
+typedef struct {
+    __m512i lo, hi; /* levels + 128 of indices 0..15 and 16..31, in every 128-bit lane */
+    ds_gform f;
+    int form;
+} gtab;
+
+INLINE __m512i bcast4(const int8_t *p) {
+    int32_t v;
+    memcpy(&v, p, 4);
+    return _mm512_set1_epi32(v);
+}
+INLINE __m512i ld(const uint8_t *p) { return _mm512_loadu_si512((const void *)p); }
+
+INLINE __m512 scales16(const uint8_t *p, int f32) {
+    return f32 ? _mm512_loadu_ps(p) : _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)p));
+}
+
+INLINE void store_rows(float *y, __m512 v, int nrows) {
+    if (nrows == 16) _mm512_storeu_ps(y, v);
+    else _mm512_mask_storeu_ps(y, (__mmask16)((1u << nrows) - 1), v);
+}
+
+/* the 8 k-steps of a super-block as unsigned levels */
+INLINE void levels(__m512i *w, const uint8_t *gp, const gtab *tb) {
+    const __m512i m = _mm512_set1_epi8(0x0F);
+    UNROLL for (int i = 0; i < 4; i++) {
+        __m512i v = ld(gp + 64 * i);
+        __m512i a = _mm512_and_si512(v, m), b = _mm512_and_si512(_mm512_srli_epi16(v, 4), m);
+        w[i] = _mm512_shuffle_epi8(tb->lo, a);
+        w[i + 4] = _mm512_shuffle_epi8(tb->lo, b);
+        if (tb->form & DS_GF_FIVE) {
+            __m512i hb = ld(gp + tb->f.hb);
+            __mmask64 ma = _mm512_test_epi8_mask(hb, _mm512_set1_epi8((char)(1 << i)));
+            __mmask64 mb = _mm512_test_epi8_mask(hb, _mm512_set1_epi8((char)(1 << (i + 4))));
+            w[i] = _mm512_mask_shuffle_epi8(w[i], ma, tb->hi, a);
+            w[i + 4] = _mm512_mask_shuffle_epi8(w[i + 4], mb, tb->hi, b);
+        }
+    }
+}
+
+INLINE void tile(const ds_mm *m, const uint8_t *gp, int64_t t0, const int TT, float *y, int nrows, const gtab *tb) {
+    const ds_xq *x = m->xq;
+    int64_t K = m->w->cols, nb = K / 32;
+    const int form = tb->form, f32 = form & DS_GF_D32;
+    const ds_gform f = tb->f;
+    __m512 acc[TT_MAX];
+    UNROLL for (int t = 0; t < TT; t++) acc[t] = _mm512_setzero_ps();
+    const int pf = TT == 1 ? 0 : TT <= 4 ? 3 : 6;
+    for (int64_t b = 0; b < nb; b++, gp += f.bytes) {
+        if (pf)
+            for (size_t l = 0; l < f.bytes; l += 64) _mm_prefetch((const char *)(gp + pf * f.bytes + l), _MM_HINT_T0);
+        __m512i w[8];
+        levels(w, gp, tb);
+        __m512 dv = scales16(gp + f.d, f32);
+        const int8_t *xq = x->q + t0 * K + 32 * b;
+        __m512i ia[TT_MAX], ib[TT_MAX];
+        UNROLL for (int t = 0; t < TT; t++) ia[t] = ib[t] = _mm512_setzero_si512();
+        UNROLL for (int s = 0; s < 4; s++) UNROLL for (int t = 0; t < TT; t++) {
+            ia[t] = _mm512_dpbusd_epi32(ia[t], w[s], bcast4(xq + t * K + 4 * s));
+            ib[t] = _mm512_dpbusd_epi32(ib[t], w[s + 4], bcast4(xq + t * K + 16 + 4 * s));
+        }
+        __m512i sca = _mm512_setzero_si512(), scb = sca;
+        if (form & DS_GF_SC) {
+            sca = _mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(gp + f.sc)));
+            scb = _mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(gp + f.sc + 16)));
+        }
+        __m512 dmv = _mm512_setzero_ps(), mna = dmv, mnb = dmv;
+        __mmask16 has_min = 0;
+        if (form & DS_GF_MIN) {
+            dmv = scales16(gp + f.dm, f32);
+            has_min = _mm512_cmp_ps_mask(dmv, _mm512_setzero_ps(), _CMP_NEQ_UQ);
+            mna = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(gp + f.mn))));
+            mnb = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(gp + f.mn + 16))));
+        }
+        UNROLL for (int t = 0; t < TT; t++) {
+            int64_t bi = (t0 + t) * nb + b;
+            int32_t c0 = x->c32[2 * bi], c1 = x->c32[2 * bi + 1]; /* 32 s0, 32 s1 */
+            __m512i a = _mm512_sub_epi32(ia[t], _mm512_set1_epi32(4 * c0));
+            __m512i c = _mm512_sub_epi32(ib[t], _mm512_set1_epi32(4 * c1));
+            __m512i is = form & DS_GF_SC ? _mm512_add_epi32(_mm512_mullo_epi32(a, sca), _mm512_mullo_epi32(c, scb))
+                                         : _mm512_add_epi32(a, c);
+            __m512 dx = _mm512_set1_ps(x->d[bi]);
+            acc[t] = _mm512_add_ps(acc[t], _mm512_mul_ps(_mm512_cvtepi32_ps(is), _mm512_mul_ps(dv, dx)));
+            if (has_min) {
+                __m512 ms = _mm512_add_ps(_mm512_mul_ps(mna, _mm512_set1_ps((float)(c0 / 32))),
+                                          _mm512_mul_ps(mnb, _mm512_set1_ps((float)(c1 / 32))));
+                acc[t] = _mm512_mask_add_ps(acc[t], has_min, acc[t], _mm512_mul_ps(ms, _mm512_mul_ps(dmv, dx)));
+            }
+        }
+    }
+    UNROLL for (int t = 0; t < TT; t++) store_rows(y + (t0 + t) * m->ldy, acc[t], nrows);
+}
+
+/* groups of rows [r0, r1), tokens in tiles of up to 8 and blocks of TB (as kern_avx512.c) */
+void ds_mm_gblock_avx512(const ds_mm *m, int64_t r0, int64_t r1) {
+    const ds_wmat *w = m->w;
+    const ds_glevels *l = ds_gblock_levels(w->type);
+    gtab tb;
+    uint8_t lo[16] = {0}, hi[16] = {0};
+    for (int k = 0; k < l->count && k < 32; k++) (k < 16 ? lo : hi)[k % 16] = (uint8_t)(l->lv[k] ^ 0x80);
+    tb.lo = _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)lo));
+    tb.hi = _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)hi));
+    tb.form = w->form;
+    tb.f = ds_gform_of(w->form);
+    for (int64_t b0 = 0; b0 < m->n; b0 += TB) {
+        int64_t b1 = b0 + TB < m->n ? b0 + TB : m->n;
+        for (int64_t g = r0 / DS_QG; g * DS_QG < r1; g++) {
+            const uint8_t *gp = w->packed + (size_t)g * w->group_bytes;
+            int nrows = (int)(w->rows - g * DS_QG < DS_QG ? w->rows - g * DS_QG : DS_QG);
+            float *y = m->y + g * DS_QG;
+            int64_t t = b0;
+            for (; t + 8 <= b1; t += 8) tile(m, gp, t, 8, y, nrows, &tb);
+            switch (b1 - t) {
+            case 1: tile(m, gp, t, 1, y, nrows, &tb); break;
+            case 2: tile(m, gp, t, 2, y, nrows, &tb); break;
+            case 3: tile(m, gp, t, 3, y, nrows, &tb); break;
+            case 4: tile(m, gp, t, 4, y, nrows, &tb); break;
+            case 5: tile(m, gp, t, 5, y, nrows, &tb); break;
+            case 6: tile(m, gp, t, 6, y, nrows, &tb); break;
+            case 7: tile(m, gp, t, 7, y, nrows, &tb); break;
+            default: break;
+            }
+        }
+    }
+}

@@ -66,10 +66,11 @@
  *   looked up into int8 with VPSHUFB (16 entries; 32 with a fifth bit). What
  *   the packer stores depends on the matrix (its form, found by a scan of
  *   the decoded blocks, DS_GF_*): d and dm as F16 when every value survives
- *   the round trip exactly, else F32; scales only when some sc != 1; mins
- *   only when some dm != 0:
+ *   the round trip exactly, else F32; scales only when some sc != 1, one
+ *   per block unless some block's halves differ (SPLIT); mins only when
+ *   some dm != 0:
  *     [idx: 4 x 64 nibble pairs][hb: 64, five-bit tables: bit s of byte (row,c)
- *      = bit 4 of the index of k-step s][d: 16 f16|f32][sc: 2 x 16 i8]
+ *      = bit 4 of the index of k-step s][d: 16 f16|f32][sc: 16 or 2 x 16 i8]
  *      [dm: 16 f16|f32][mn: 2 x 16 i8]                      288 .. 480
  *   The last group of a matrix whose rows are not a multiple of 16 is padded
  *   with zero rows. */
@@ -98,10 +99,11 @@ typedef struct {
 /* The form of a packed gblock matrix (PACKED LAYOUT above). */
 enum {
     DS_GF_D32 = 1,  /* d and dm stored as F32 (else F16) */
-    DS_GF_SC = 2,   /* per-half scales stored (else every sc is 1) */
+    DS_GF_SC = 2,   /* scales stored (else every sc is 1) */
     DS_GF_MIN = 4,  /* dm and per-half mins stored (else every dm is 0) */
     DS_GF_FIVE = 8, /* more than 16 levels: a fifth index bit */
     DS_GF_BAD = 16, /* a decoded level outside the type's table: not packable */
+    DS_GF_SPLIT = 32, /* some block's halves have different scales: two per block stored */
 };
 
 /* Byte offsets inside one packed gblock super-block of a form. */
@@ -114,7 +116,7 @@ static inline ds_gform ds_gform_of(int form) {
     size_t fl = form & DS_GF_D32 ? 64 : 32, o = 256;
     g.hb = o, o += form & DS_GF_FIVE ? 64 : 0;
     g.d = o, o += fl;
-    g.sc = o, o += form & DS_GF_SC ? 32 : 0;
+    g.sc = o, o += form & DS_GF_SC ? (form & DS_GF_SPLIT ? 32 : 16) : 0;
     g.dm = o, o += form & DS_GF_MIN ? fl : 0;
     g.mn = o, o += form & DS_GF_MIN ? 32 : 0;
     g.bytes = o;

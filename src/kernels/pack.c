@@ -66,6 +66,7 @@ int ds_pack_form(const ds_wmat *w, int64_t g0, int64_t g1) {
             for (int i = 0; i < 32; i++)
                 if (idx[(uint8_t)g.lv[i]] < 0) form |= DS_GF_BAD;
             if (g.sc[0] != 1 || g.sc[1] != 1) form |= DS_GF_SC;
+            if (g.sc[0] != g.sc[1]) form |= DS_GF_SPLIT;
             if (!f16_exact(g.d)) form |= DS_GF_D32;
             if (g.dm != 0.0f) {
                 form |= DS_GF_MIN;
@@ -128,7 +129,7 @@ static void pack_gblock_group(const ds_wmat *w, uint8_t *dst, int64_t g) {
             put_scale(o + f.d, i, gb.d, w->form & DS_GF_D32);
             if (w->form & DS_GF_SC) {
                 o[f.sc + i] = (uint8_t)gb.sc[0];
-                o[f.sc + 16 + i] = (uint8_t)gb.sc[1];
+                if (w->form & DS_GF_SPLIT) o[f.sc + 16 + i] = (uint8_t)gb.sc[1];
             }
             if (w->form & DS_GF_MIN) {
                 put_scale(o + f.dm, i, gb.dm, w->form & DS_GF_D32);
@@ -300,7 +301,7 @@ static void unpack_gblock_row(const ds_wmat *w, int64_t r, float *dst) {
             int k = nibble_at(gp, i, e);
             if (w->form & DS_GF_FIVE) k |= ((gp[f.hb + 4 * i + e % 4] >> (e / 4)) & 1) << 4;
             int h = e / 16;
-            int sc = w->form & DS_GF_SC ? (int8_t)gp[f.sc + 16 * h + i] : 1;
+            int sc = w->form & DS_GF_SC ? (int8_t)gp[f.sc + (w->form & DS_GF_SPLIT ? 16 * h : 0) + i] : 1;
             float v = (d * (float)sc) * (float)l->lv[k];
             if (dm != 0.0f) v = v + dm * (float)(int8_t)gp[f.mn + 16 * h + i];
             dst[e] = v;

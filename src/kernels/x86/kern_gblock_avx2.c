@@ -72,7 +72,8 @@ INLINE __m256i dot4(const __m256i *aw, const __m256i *sw, const int8_t *xq, int 
     return acc;
 }
 
-INLINE void tile(const ds_mm *m, const uint8_t *gp, int h, int64_t t0, const int TT, float *y, int nrows, const gtab *tb) {
+INLINE void tile(const ds_mm *m, const uint8_t *gp, int h, int64_t t0, const int TT, float *y, int nrows, const gtab *tb,
+                 const int split) {
     const ds_xq *x = m->xq;
     int64_t K = m->w->cols, nb = K / 32;
     const int form = tb->form, f32 = form & DS_GF_D32;
@@ -87,7 +88,7 @@ INLINE void tile(const ds_mm *m, const uint8_t *gp, int h, int64_t t0, const int
         __m256i sca = _mm256_setzero_si256(), scb = sca;
         if (form & DS_GF_SC) {
             sca = i8x8(gp + f.sc + 8 * h);
-            scb = i8x8(gp + f.sc + 16 + 8 * h);
+            if (split) scb = i8x8(gp + f.sc + 16 + 8 * h);
         }
         __m256 dmv = _mm256_setzero_ps(), mna = dmv, mnb = dmv, has_min = dmv;
         int any_min = 0;
@@ -101,9 +102,13 @@ INLINE void tile(const ds_mm *m, const uint8_t *gp, int h, int64_t t0, const int
         UNROLL for (int t = 0; t < TT; t++) {
             int64_t bi = (t0 + t) * nb + b;
             const int8_t *xq = x->q + (t0 + t) * K + 32 * b;
-            __m256i a = dot4(aw, sw, xq, 0), c = dot4(aw, sw, xq, 4);
-            __m256i is = form & DS_GF_SC ? _mm256_add_epi32(_mm256_mullo_epi32(a, sca), _mm256_mullo_epi32(c, scb))
-                                         : _mm256_add_epi32(a, c);
+            __m256i a = dot4(aw, sw, xq, 0), c = dot4(aw, sw, xq, 4), is;
+            if (split) is = form & DS_GF_SC ? _mm256_add_epi32(_mm256_mullo_epi32(a, sca), _mm256_mullo_epi32(c, scb))
+                                            : _mm256_add_epi32(a, c);
+            else { /* one scale per block: sc (ia + ib), the same integer */
+                is = _mm256_add_epi32(a, c);
+                if (form & DS_GF_SC) is = _mm256_mullo_epi32(is, sca);
+            }
             __m256 dx = _mm256_set1_ps(x->d[bi]);
             acc[t] = _mm256_add_ps(acc[t], _mm256_mul_ps(_mm256_cvtepi32_ps(is), _mm256_mul_ps(dv, dx)));
             if (any_min) {
@@ -116,6 +121,17 @@ INLINE void tile(const ds_mm *m, const uint8_t *gp, int h, int64_t t0, const int
         }
     }
     UNROLL for (int t = 0; t < TT; t++) store_rows(y + (t0 + t) * m->ldy, acc[t], nrows);
+}
+
+INLINE void tiles(const ds_mm *m, const uint8_t *gp, int h, float *y, int nrows, const gtab *tb, const int split) {
+    int64_t t = 0;
+    for (; t + 4 <= m->n; t += 4) tile(m, gp, h, t, 4, y, nrows, tb, split);
+    switch (m->n - t) {
+    case 1: tile(m, gp, h, t, 1, y, nrows, tb, split); break;
+    case 2: tile(m, gp, h, t, 2, y, nrows, tb, split); break;
+    case 3: tile(m, gp, h, t, 3, y, nrows, tb, split); break;
+    default: break;
+    }
 }
 
 void ds_mm_gblock_avx2(const ds_mm *m, int64_t r0, int64_t r1) {
@@ -135,14 +151,8 @@ void ds_mm_gblock_avx2(const ds_mm *m, int64_t r0, int64_t r1) {
             if (left <= 0) break;
             int nrows = (int)(left < 8 ? left : 8);
             float *y = m->y + g * DS_QG + 8 * h;
-            int64_t t = 0;
-            for (; t + 4 <= m->n; t += 4) tile(m, gp, h, t, 4, y, nrows, &tb);
-            switch (m->n - t) {
-            case 1: tile(m, gp, h, t, 1, y, nrows, &tb); break;
-            case 2: tile(m, gp, h, t, 2, y, nrows, &tb); break;
-            case 3: tile(m, gp, h, t, 3, y, nrows, &tb); break;
-            default: break;
-            }
+            if (tb.form & DS_GF_SPLIT) tiles(m, gp, h, y, nrows, &tb, 1);
+            else tiles(m, gp, h, y, nrows, &tb, 0);
         }
     }
 }

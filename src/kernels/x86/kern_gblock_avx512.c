@@ -54,31 +54,28 @@ INLINE void levels(__m512i *w, const uint8_t *gp, const gtab *tb) {
     }
 }
 
-INLINE void tile(const ds_mm *m, const uint8_t *gp, int64_t t0, const int TT, float *y, int nrows, const gtab *tb) {
+/* split: the halves' scales differ somewhere in the matrix, so each token
+ * takes two sums (ia, ib) per block; else one sum of all 8 k-steps, times
+ * the block's one scale (sc ia + sc ib, the same integer). Token by token
+ * with the weights in registers: few live accumulators, and the tokens'
+ * chains are independent for the out-of-order core to overlap. */
+INLINE void tile(const ds_mm *m, const uint8_t *gp, int64_t t0, const int TT, float *y, int nrows, const gtab *tb,
+                 const int split) {
     const ds_xq *x = m->xq;
     int64_t K = m->w->cols, nb = K / 32;
     const int form = tb->form, f32 = form & DS_GF_D32;
     const ds_gform f = tb->f;
     __m512 acc[TT_MAX];
     UNROLL for (int t = 0; t < TT; t++) acc[t] = _mm512_setzero_ps();
-    const int pf = TT == 1 ? 0 : TT <= 4 ? 3 : 6;
+    /* no software prefetch: it measured slower than the hardware's alone here */
     for (int64_t b = 0; b < nb; b++, gp += f.bytes) {
-        if (pf)
-            for (size_t l = 0; l < f.bytes; l += 64) _mm_prefetch((const char *)(gp + pf * f.bytes + l), _MM_HINT_T0);
         __m512i w[8];
         levels(w, gp, tb);
         __m512 dv = scales16(gp + f.d, f32);
-        const int8_t *xq = x->q + t0 * K + 32 * b;
-        __m512i ia[TT_MAX], ib[TT_MAX];
-        UNROLL for (int t = 0; t < TT; t++) ia[t] = ib[t] = _mm512_setzero_si512();
-        UNROLL for (int s = 0; s < 4; s++) UNROLL for (int t = 0; t < TT; t++) {
-            ia[t] = _mm512_dpbusd_epi32(ia[t], w[s], bcast4(xq + t * K + 4 * s));
-            ib[t] = _mm512_dpbusd_epi32(ib[t], w[s + 4], bcast4(xq + t * K + 16 + 4 * s));
-        }
         __m512i sca = _mm512_setzero_si512(), scb = sca;
         if (form & DS_GF_SC) {
             sca = _mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(gp + f.sc)));
-            scb = _mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(gp + f.sc + 16)));
+            if (split) scb = _mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(gp + f.sc + 16)));
         }
         __m512 dmv = _mm512_setzero_ps(), mna = dmv, mnb = dmv;
         __mmask16 has_min = 0;
@@ -89,12 +86,29 @@ INLINE void tile(const ds_mm *m, const uint8_t *gp, int64_t t0, const int TT, fl
             mnb = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(gp + f.mn + 16))));
         }
         UNROLL for (int t = 0; t < TT; t++) {
+            const int8_t *xq = x->q + (t0 + t) * K + 32 * b;
             int64_t bi = (t0 + t) * nb + b;
             int32_t c0 = x->c32[2 * bi], c1 = x->c32[2 * bi + 1]; /* 32 s0, 32 s1 */
-            __m512i a = _mm512_sub_epi32(ia[t], _mm512_set1_epi32(4 * c0));
-            __m512i c = _mm512_sub_epi32(ib[t], _mm512_set1_epi32(4 * c1));
-            __m512i is = form & DS_GF_SC ? _mm512_add_epi32(_mm512_mullo_epi32(a, sca), _mm512_mullo_epi32(c, scb))
-                                         : _mm512_add_epi32(a, c);
+            __m512i is;
+            if (split) {
+                __m512i a = _mm512_setzero_si512(), c = a;
+                UNROLL for (int s = 0; s < 4; s++) {
+                    a = _mm512_dpbusd_epi32(a, w[s], bcast4(xq + 4 * s));
+                    c = _mm512_dpbusd_epi32(c, w[s + 4], bcast4(xq + 16 + 4 * s));
+                }
+                a = _mm512_sub_epi32(a, _mm512_set1_epi32(4 * c0));
+                c = _mm512_sub_epi32(c, _mm512_set1_epi32(4 * c1));
+                is = form & DS_GF_SC ? _mm512_add_epi32(_mm512_mullo_epi32(a, sca), _mm512_mullo_epi32(c, scb))
+                                     : _mm512_add_epi32(a, c);
+            } else {
+                __m512i a = _mm512_setzero_si512(), c = a;
+                UNROLL for (int s = 0; s < 8; s += 2) {
+                    a = _mm512_dpbusd_epi32(a, w[s], bcast4(xq + 4 * s));
+                    c = _mm512_dpbusd_epi32(c, w[s + 1], bcast4(xq + 4 * s + 4));
+                }
+                is = _mm512_sub_epi32(_mm512_add_epi32(a, c), _mm512_set1_epi32(4 * (c0 + c1)));
+                if (form & DS_GF_SC) is = _mm512_mullo_epi32(is, sca);
+            }
             __m512 dx = _mm512_set1_ps(x->d[bi]);
             acc[t] = _mm512_add_ps(acc[t], _mm512_mul_ps(_mm512_cvtepi32_ps(is), _mm512_mul_ps(dv, dx)));
             if (has_min) {
@@ -105,6 +119,21 @@ INLINE void tile(const ds_mm *m, const uint8_t *gp, int64_t t0, const int TT, fl
         }
     }
     UNROLL for (int t = 0; t < TT; t++) store_rows(y + (t0 + t) * m->ldy, acc[t], nrows);
+}
+
+INLINE void tiles(const ds_mm *m, const uint8_t *gp, int64_t t, int64_t b1, float *y, int nrows, const gtab *tb,
+                  const int split) {
+    for (; t + 8 <= b1; t += 8) tile(m, gp, t, 8, y, nrows, tb, split);
+    switch (b1 - t) {
+    case 1: tile(m, gp, t, 1, y, nrows, tb, split); break;
+    case 2: tile(m, gp, t, 2, y, nrows, tb, split); break;
+    case 3: tile(m, gp, t, 3, y, nrows, tb, split); break;
+    case 4: tile(m, gp, t, 4, y, nrows, tb, split); break;
+    case 5: tile(m, gp, t, 5, y, nrows, tb, split); break;
+    case 6: tile(m, gp, t, 6, y, nrows, tb, split); break;
+    case 7: tile(m, gp, t, 7, y, nrows, tb, split); break;
+    default: break;
+    }
 }
 
 /* groups of rows [r0, r1), tokens in tiles of up to 8 and blocks of TB (as kern_avx512.c) */
@@ -124,18 +153,8 @@ void ds_mm_gblock_avx512(const ds_mm *m, int64_t r0, int64_t r1) {
             const uint8_t *gp = w->packed + (size_t)g * w->group_bytes;
             int nrows = (int)(w->rows - g * DS_QG < DS_QG ? w->rows - g * DS_QG : DS_QG);
             float *y = m->y + g * DS_QG;
-            int64_t t = b0;
-            for (; t + 8 <= b1; t += 8) tile(m, gp, t, 8, y, nrows, &tb);
-            switch (b1 - t) {
-            case 1: tile(m, gp, t, 1, y, nrows, &tb); break;
-            case 2: tile(m, gp, t, 2, y, nrows, &tb); break;
-            case 3: tile(m, gp, t, 3, y, nrows, &tb); break;
-            case 4: tile(m, gp, t, 4, y, nrows, &tb); break;
-            case 5: tile(m, gp, t, 5, y, nrows, &tb); break;
-            case 6: tile(m, gp, t, 6, y, nrows, &tb); break;
-            case 7: tile(m, gp, t, 7, y, nrows, &tb); break;
-            default: break;
-            }
+            if (tb.form & DS_GF_SPLIT) tiles(m, gp, b0, b1, y, nrows, &tb, 1);
+            else tiles(m, gp, b0, b1, y, nrows, &tb, 0);
         }
     }
 }

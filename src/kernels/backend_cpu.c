@@ -21,10 +21,10 @@
 
 /* DS_PROFILE=1: wall time per operation, printed to stderr when the backend
  * is freed. */
-enum { P_MM_F, P_MM_BF16, P_MM_Q8, P_MM_Q4K, P_MM_Q6K, P_MM_OTHER, P_ATT, P_GDN, P_GDN_COMMIT, P_ELEM, P_COUNT };
-static const char *prof_names[P_COUNT] = {"matmul f32/f16", "matmul bf16",     "matmul q8_0",    "matmul q4_k",
-                                          "matmul q6_k",    "matmul other",    "attention",      "deltanet",
-                                          "deltanet commit", "elementwise"};
+enum { P_MM_F, P_MM_BF16, P_MM_Q8, P_MM_Q4K, P_MM_Q6K, P_MM_GB, P_MM_OTHER, P_ATT, P_GDN, P_GDN_COMMIT, P_ELEM, P_COUNT };
+static const char *prof_names[P_COUNT] = {"matmul f32/f16", "matmul bf16",  "matmul q8_0",     "matmul q4_k",
+                                          "matmul q6_k",    "matmul gblock", "matmul other",   "attention",
+                                          "deltanet",       "deltanet commit", "elementwise"};
 static double prof_now(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -333,7 +333,7 @@ static void matmul_run(cpu_backend *cb, const ds_mm_group *groups, int n_groups)
 
 static void prof_mm(cpu_backend *cb, ds_dtype ty, double t0) {
     int k = ty == DS_F32 || ty == DS_F16 ? P_MM_F : ty == DS_BF16 ? P_MM_BF16 : ty == DS_Q8_0 ? P_MM_Q8
-          : ty == DS_Q4_K ? P_MM_Q4K : ty == DS_Q6_K ? P_MM_Q6K : P_MM_OTHER;
+          : ty == DS_Q4_K ? P_MM_Q4K : ty == DS_Q6_K ? P_MM_Q6K : ds_gblock_type(ty) ? P_MM_GB : P_MM_OTHER;
     cb->prof_s[k] += prof_now() - t0;
     cb->prof_n[k]++;
 }

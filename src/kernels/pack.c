@@ -53,7 +53,8 @@ static void level_index(ds_dtype t, int16_t idx[256]) {
 
 int ds_pack_form(const ds_wmat *w, int64_t g0, int64_t g1) {
     if (!ds_gblock_type(w->type)) return 0;
-    int form = ds_gblock_levels(w->type)->count > 16 ? DS_GF_FIVE : 0;
+    int count = ds_gblock_levels(w->type)->count;
+    int form = (count > 16 ? DS_GF_FIVE : 0) | (count > 32 ? DS_GF_BAD : 0);
     int16_t idx[256];
     level_index(w->type, idx);
     size_t rb = ds_dtype_row_bytes(w->type, w->cols);

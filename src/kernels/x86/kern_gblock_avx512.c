@@ -55,15 +55,15 @@ INLINE void levels(__m512i *w, const uint8_t *gp, const gtab *tb) {
 }
 
 /* split: the halves' scales differ somewhere in the matrix, so each token
- * takes two sums (ia, ib) per block; else one sum of all 8 k-steps, times
- * the block's one scale (sc ia + sc ib, the same integer). Token by token
- * with the weights in registers: few live accumulators, and the tokens'
- * chains are independent for the out-of-order core to overlap. */
+ * takes two sums (ia, ib) per block, token by token with the weights in
+ * registers (sixteen live sums would spill); else one sum of all 8 k-steps,
+ * times the block's one scale (sc ia + sc ib, the same integer). */
 INLINE void tile(const ds_mm *m, const uint8_t *gp, int64_t t0, const int TT, float *y, int nrows, const gtab *tb,
-                 const int split) {
+                 const int split, const int has_sc, const int has_mins) {
     const ds_xq *x = m->xq;
     int64_t K = m->w->cols, nb = K / 32;
-    const int form = tb->form, f32 = form & DS_GF_D32;
+    const int form = (tb->form & ~(DS_GF_SC | DS_GF_MIN)) | (has_sc ? DS_GF_SC : 0) | (has_mins ? DS_GF_MIN : 0);
+    const int f32 = form & DS_GF_D32;
     const ds_gform f = tb->f;
     __m512 acc[TT_MAX];
     UNROLL for (int t = 0; t < TT; t++) acc[t] = _mm512_setzero_ps();
@@ -85,6 +85,15 @@ INLINE void tile(const ds_mm *m, const uint8_t *gp, int64_t t0, const int TT, fl
             mna = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(gp + f.mn))));
             mnb = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(gp + f.mn + 16))));
         }
+        /* one sum per token: k-steps outer, tokens inner (as kern_avx512.c's dot_tokens), TT
+         * independent chains side by side */
+        __m512i isj[TT_MAX];
+        if (!split) {
+            const int8_t *x0 = x->q + t0 * K + 32 * b;
+            UNROLL for (int t = 0; t < TT; t++) isj[t] = _mm512_setzero_si512();
+            UNROLL for (int s = 0; s < 8; s++) UNROLL for (int t = 0; t < TT; t++)
+                isj[t] = _mm512_dpbusd_epi32(isj[t], w[s], bcast4(x0 + t * K + 4 * s));
+        }
         UNROLL for (int t = 0; t < TT; t++) {
             const int8_t *xq = x->q + (t0 + t) * K + 32 * b;
             int64_t bi = (t0 + t) * nb + b;
@@ -100,13 +109,8 @@ INLINE void tile(const ds_mm *m, const uint8_t *gp, int64_t t0, const int TT, fl
                 c = _mm512_sub_epi32(c, _mm512_set1_epi32(4 * c1));
                 is = form & DS_GF_SC ? _mm512_add_epi32(_mm512_mullo_epi32(a, sca), _mm512_mullo_epi32(c, scb))
                                      : _mm512_add_epi32(a, c);
-            } else {
-                __m512i a = _mm512_setzero_si512(), c = a;
-                UNROLL for (int s = 0; s < 8; s += 2) {
-                    a = _mm512_dpbusd_epi32(a, w[s], bcast4(xq + 4 * s));
-                    c = _mm512_dpbusd_epi32(c, w[s + 1], bcast4(xq + 4 * s + 4));
-                }
-                is = _mm512_sub_epi32(_mm512_add_epi32(a, c), _mm512_set1_epi32(4 * (c0 + c1)));
+            } else { /* 128 (s0 + s1) is c128 */
+                is = _mm512_sub_epi32(isj[t], _mm512_set1_epi32(x->c128[bi]));
                 if (form & DS_GF_SC) is = _mm512_mullo_epi32(is, sca);
             }
             __m512 dx = _mm512_set1_ps(x->d[bi]);
@@ -121,17 +125,18 @@ INLINE void tile(const ds_mm *m, const uint8_t *gp, int64_t t0, const int TT, fl
     UNROLL for (int t = 0; t < TT; t++) store_rows(y + (t0 + t) * m->ldy, acc[t], nrows);
 }
 
+/* the form's scale and min flags as constants: each variant compiles to straight code */
 INLINE void tiles(const ds_mm *m, const uint8_t *gp, int64_t t, int64_t b1, float *y, int nrows, const gtab *tb,
-                  const int split) {
-    for (; t + 8 <= b1; t += 8) tile(m, gp, t, 8, y, nrows, tb, split);
+                  const int split, const int sc, const int mn) {
+    for (; t + 8 <= b1; t += 8) tile(m, gp, t, 8, y, nrows, tb, split, sc, mn);
     switch (b1 - t) {
-    case 1: tile(m, gp, t, 1, y, nrows, tb, split); break;
-    case 2: tile(m, gp, t, 2, y, nrows, tb, split); break;
-    case 3: tile(m, gp, t, 3, y, nrows, tb, split); break;
-    case 4: tile(m, gp, t, 4, y, nrows, tb, split); break;
-    case 5: tile(m, gp, t, 5, y, nrows, tb, split); break;
-    case 6: tile(m, gp, t, 6, y, nrows, tb, split); break;
-    case 7: tile(m, gp, t, 7, y, nrows, tb, split); break;
+    case 1: tile(m, gp, t, 1, y, nrows, tb, split, sc, mn); break;
+    case 2: tile(m, gp, t, 2, y, nrows, tb, split, sc, mn); break;
+    case 3: tile(m, gp, t, 3, y, nrows, tb, split, sc, mn); break;
+    case 4: tile(m, gp, t, 4, y, nrows, tb, split, sc, mn); break;
+    case 5: tile(m, gp, t, 5, y, nrows, tb, split, sc, mn); break;
+    case 6: tile(m, gp, t, 6, y, nrows, tb, split, sc, mn); break;
+    case 7: tile(m, gp, t, 7, y, nrows, tb, split, sc, mn); break;
     default: break;
     }
 }
@@ -153,8 +158,14 @@ void ds_mm_gblock_avx512(const ds_mm *m, int64_t r0, int64_t r1) {
             const uint8_t *gp = w->packed + (size_t)g * w->group_bytes;
             int nrows = (int)(w->rows - g * DS_QG < DS_QG ? w->rows - g * DS_QG : DS_QG);
             float *y = m->y + g * DS_QG;
-            if (tb.form & DS_GF_SPLIT) tiles(m, gp, b0, b1, y, nrows, &tb, 1);
-            else tiles(m, gp, b0, b1, y, nrows, &tb, 0);
+            switch (tb.form & (DS_GF_SPLIT | DS_GF_SC | DS_GF_MIN)) {
+            case 0: tiles(m, gp, b0, b1, y, nrows, &tb, 0, 0, 0); break;
+            case DS_GF_SC: tiles(m, gp, b0, b1, y, nrows, &tb, 0, 1, 0); break;
+            case DS_GF_MIN: tiles(m, gp, b0, b1, y, nrows, &tb, 0, 0, 1); break;
+            case DS_GF_SC | DS_GF_MIN: tiles(m, gp, b0, b1, y, nrows, &tb, 0, 1, 1); break;
+            case DS_GF_SPLIT | DS_GF_SC: tiles(m, gp, b0, b1, y, nrows, &tb, 1, 1, 0); break;
+            default: tiles(m, gp, b0, b1, y, nrows, &tb, 1, 1, 1); break; /* the general case */
+            }
         }
     }
 }

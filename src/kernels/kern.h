@@ -68,7 +68,7 @@
  *   the decoded blocks, DS_GF_*): d and dm as F16 when every value survives
  *   the round trip exactly, else F32; scales only when some sc != 1, one
  *   per block unless some block's halves differ (SPLIT); mins only when
- *   some dm != 0:
+ *   some dm != 0, and the integer mins only when some differ from 1 (MNS):
  *     [idx: 4 x 64 nibble pairs][hb: 64, five-bit tables: bit s of byte (row,c)
  *      = bit 4 of the index of k-step s][d: 16 f16|f32][sc: 16 or 2 x 16 i8]
  *      [dm: 16 f16|f32][mn: 2 x 16 i8]                      288 .. 480
@@ -100,10 +100,11 @@ typedef struct {
 enum {
     DS_GF_D32 = 1,  /* d and dm stored as F32 (else F16) */
     DS_GF_SC = 2,   /* scales stored (else every sc is 1) */
-    DS_GF_MIN = 4,  /* dm and per-half mins stored (else every dm is 0) */
+    DS_GF_MIN = 4,  /* dm stored (else every dm is 0) */
     DS_GF_FIVE = 8, /* more than 16 levels: a fifth index bit */
     DS_GF_BAD = 16, /* a decoded level outside the type's table: not packable */
     DS_GF_SPLIT = 32, /* some block's halves have different scales: two per block stored */
+    DS_GF_MNS = 64,   /* some block with a min has mn != 1: per-half mins stored (else dm alone) */
 };
 
 /* Byte offsets inside one packed gblock super-block of a form. */
@@ -118,7 +119,7 @@ static inline ds_gform ds_gform_of(int form) {
     g.d = o, o += fl;
     g.sc = o, o += form & DS_GF_SC ? (form & DS_GF_SPLIT ? 32 : 16) : 0;
     g.dm = o, o += form & DS_GF_MIN ? fl : 0;
-    g.mn = o, o += form & DS_GF_MIN ? 32 : 0;
+    g.mn = o, o += (form & DS_GF_MIN) && (form & DS_GF_MNS) ? 32 : 0;
     g.bytes = o;
     return g;
 }

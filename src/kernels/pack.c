@@ -71,6 +71,7 @@ int ds_pack_form(const ds_wmat *w, int64_t g0, int64_t g1) {
             if (!f16_exact(g.d)) form |= DS_GF_D32;
             if (g.dm != 0.0f) {
                 form |= DS_GF_MIN;
+                if (g.mn[0] != 1 || g.mn[1] != 1) form |= DS_GF_MNS;
                 if (!f16_exact(g.dm)) form |= DS_GF_D32;
             }
         }
@@ -134,8 +135,10 @@ static void pack_gblock_group(const ds_wmat *w, uint8_t *dst, int64_t g) {
             }
             if (w->form & DS_GF_MIN) {
                 put_scale(o + f.dm, i, gb.dm, w->form & DS_GF_D32);
-                o[f.mn + i] = (uint8_t)gb.mn[0];
-                o[f.mn + 16 + i] = (uint8_t)gb.mn[1];
+                if (w->form & DS_GF_MNS) {
+                    o[f.mn + i] = (uint8_t)gb.mn[0];
+                    o[f.mn + 16 + i] = (uint8_t)gb.mn[1];
+                }
             }
         }
     }
@@ -304,7 +307,7 @@ static void unpack_gblock_row(const ds_wmat *w, int64_t r, float *dst) {
             int h = e / 16;
             int sc = w->form & DS_GF_SC ? (int8_t)gp[f.sc + (w->form & DS_GF_SPLIT ? 16 * h : 0) + i] : 1;
             float v = (d * (float)sc) * (float)l->lv[k];
-            if (dm != 0.0f) v = v + dm * (float)(int8_t)gp[f.mn + 16 * h + i];
+            if (dm != 0.0f) v = v + dm * (float)(w->form & DS_GF_MNS ? (int8_t)gp[f.mn + 16 * h + i] : 1);
             dst[e] = v;
         }
     }

@@ -209,7 +209,7 @@ static void test_unpack_row(void) {
         CHECK(bad == 0, "%s (form %d): %d rows differ", ds_dtype_get(t)->name, wm.form, bad);
         printf("     %s: packed as%s%s%s%s, %zu bytes per 16 x 32\n", ds_dtype_get(t)->name,
                wm.form & DS_GF_D32 ? " f32 scales" : " f16 scales", wm.form & DS_GF_SC ? ", integer scales" : "",
-               wm.form & DS_GF_MIN ? ", mins" : "", wm.form & DS_GF_FIVE ? ", five-bit indices" : "", wm.sb_bytes);
+               wm.form & DS_GF_MIN ? (wm.form & DS_GF_MNS ? ", integer mins" : ", unit mins") : "", wm.form & DS_GF_FIVE ? ", five-bit indices" : "", wm.sb_bytes);
         free(packed);
         free(w);
     }

@@ -96,8 +96,12 @@ INLINE void tile(const ds_mm *m, const uint8_t *gp, int h, int64_t t0, const int
             dmv = scales8(gp + f.dm, h, f32);
             has_min = _mm256_cmp_ps(dmv, _mm256_setzero_ps(), _CMP_NEQ_UQ);
             any_min = _mm256_movemask_ps(has_min);
-            mna = _mm256_cvtepi32_ps(i8x8(gp + f.mn + 8 * h));
-            mnb = _mm256_cvtepi32_ps(i8x8(gp + f.mn + 16 + 8 * h));
+            if (form & DS_GF_MNS) {
+                mna = _mm256_cvtepi32_ps(i8x8(gp + f.mn + 8 * h));
+                mnb = _mm256_cvtepi32_ps(i8x8(gp + f.mn + 16 + 8 * h));
+            } else {
+                mna = mnb = _mm256_set1_ps(1.0f);
+            }
         }
         UNROLL for (int t = 0; t < TT; t++) {
             int64_t bi = (t0 + t) * nb + b;

@@ -60,6 +60,7 @@ INLINE void levels(__m512i *w, const uint8_t *gp, const gtab *tb) {
  * times the block's one scale (sc ia + sc ib, the same integer). */
 INLINE void tile(const ds_mm *m, const uint8_t *gp, int64_t t0, const int TT, float *y, int nrows, const gtab *tb,
                  const int split, const int has_sc, const int has_mins) {
+    /* has_mins: 0 none, 1 dm alone (every mn 1), 2 per-half integer mins */
     const ds_xq *x = m->xq;
     int64_t K = m->w->cols, nb = K / 32;
     const int form = (tb->form & ~(DS_GF_SC | DS_GF_MIN)) | (has_sc ? DS_GF_SC : 0) | (has_mins ? DS_GF_MIN : 0);
@@ -82,8 +83,10 @@ INLINE void tile(const ds_mm *m, const uint8_t *gp, int64_t t0, const int TT, fl
         if (form & DS_GF_MIN) {
             dmv = scales16(gp + f.dm, f32);
             has_min = _mm512_cmp_ps_mask(dmv, _mm512_setzero_ps(), _CMP_NEQ_UQ);
-            mna = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(gp + f.mn))));
-            mnb = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(gp + f.mn + 16))));
+            if (has_mins == 2) {
+                mna = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(gp + f.mn))));
+                mnb = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(gp + f.mn + 16))));
+            }
         }
         /* one sum per token: k-steps outer, tokens inner (as kern_avx512.c's dot_tokens), TT
          * independent chains side by side */
@@ -115,9 +118,10 @@ INLINE void tile(const ds_mm *m, const uint8_t *gp, int64_t t0, const int TT, fl
             }
             __m512 dx = _mm512_set1_ps(x->d[bi]);
             acc[t] = _mm512_add_ps(acc[t], _mm512_mul_ps(_mm512_cvtepi32_ps(is), _mm512_mul_ps(dv, dx)));
-            if (has_min) {
-                __m512 ms = _mm512_add_ps(_mm512_mul_ps(mna, _mm512_set1_ps((float)(c0 / 32))),
-                                          _mm512_mul_ps(mnb, _mm512_set1_ps((float)(c1 / 32))));
+            if (has_min) { /* mn0 s0 + mn1 s1, exact in F32 (< 2^24); with unit mins s0 + s1 */
+                __m512 ms = has_mins == 2 ? _mm512_add_ps(_mm512_mul_ps(mna, _mm512_set1_ps((float)(c0 / 32))),
+                                                          _mm512_mul_ps(mnb, _mm512_set1_ps((float)(c1 / 32))))
+                                          : _mm512_set1_ps((float)(x->c128[bi] / 128));
                 acc[t] = _mm512_mask_add_ps(acc[t], has_min, acc[t], _mm512_mul_ps(ms, _mm512_mul_ps(dmv, dx)));
             }
         }
@@ -158,13 +162,17 @@ void ds_mm_gblock_avx512(const ds_mm *m, int64_t r0, int64_t r1) {
             const uint8_t *gp = w->packed + (size_t)g * w->group_bytes;
             int nrows = (int)(w->rows - g * DS_QG < DS_QG ? w->rows - g * DS_QG : DS_QG);
             float *y = m->y + g * DS_QG;
-            switch (tb.form & (DS_GF_SPLIT | DS_GF_SC | DS_GF_MIN)) {
+            int mn = tb.form & DS_GF_MIN ? (tb.form & DS_GF_MNS ? 2 : 1) : 0;
+            switch ((tb.form & (DS_GF_SPLIT | DS_GF_SC)) | mn << 8) {
             case 0: tiles(m, gp, b0, b1, y, nrows, &tb, 0, 0, 0); break;
+            case 1 << 8: tiles(m, gp, b0, b1, y, nrows, &tb, 0, 0, 1); break;
+            case 2 << 8: tiles(m, gp, b0, b1, y, nrows, &tb, 0, 0, 2); break;
             case DS_GF_SC: tiles(m, gp, b0, b1, y, nrows, &tb, 0, 1, 0); break;
-            case DS_GF_MIN: tiles(m, gp, b0, b1, y, nrows, &tb, 0, 0, 1); break;
-            case DS_GF_SC | DS_GF_MIN: tiles(m, gp, b0, b1, y, nrows, &tb, 0, 1, 1); break;
+            case DS_GF_SC | 1 << 8: tiles(m, gp, b0, b1, y, nrows, &tb, 0, 1, 1); break;
+            case DS_GF_SC | 2 << 8: tiles(m, gp, b0, b1, y, nrows, &tb, 0, 1, 2); break;
             case DS_GF_SPLIT | DS_GF_SC: tiles(m, gp, b0, b1, y, nrows, &tb, 1, 1, 0); break;
-            default: tiles(m, gp, b0, b1, y, nrows, &tb, 1, 1, 1); break; /* the general case */
+            case DS_GF_SPLIT | DS_GF_SC | 1 << 8: tiles(m, gp, b0, b1, y, nrows, &tb, 1, 1, 1); break;
+            default: tiles(m, gp, b0, b1, y, nrows, &tb, 1, 1, 2); break; /* the general case */
             }
         }
     }

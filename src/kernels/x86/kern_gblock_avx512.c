@@ -91,7 +91,15 @@ INLINE void tile(const ds_mm *m, const uint8_t *gp, int64_t t0, const int TT, fl
         /* one sum per token: k-steps outer, tokens inner (as kern_avx512.c's dot_tokens), TT
          * independent chains side by side */
         __m512i isj[TT_MAX];
-        if (!split) {
+        if (!split && TT == 1) { /* decode: two chains, half the latency */
+            const int8_t *x0 = x->q + t0 * K + 32 * b;
+            __m512i a = _mm512_setzero_si512(), c = a;
+            UNROLL for (int s = 0; s < 8; s += 2) {
+                a = _mm512_dpbusd_epi32(a, w[s], bcast4(x0 + 4 * s));
+                c = _mm512_dpbusd_epi32(c, w[s + 1], bcast4(x0 + 4 * s + 4));
+            }
+            isj[0] = _mm512_add_epi32(a, c);
+        } else if (!split) {
             const int8_t *x0 = x->q + t0 * K + 32 * b;
             UNROLL for (int t = 0; t < TT; t++) isj[t] = _mm512_setzero_si512();
             UNROLL for (int s = 0; s < 8; s++) UNROLL for (int t = 0; t < TT; t++)

@@ -17,8 +17,9 @@
 
 #include "cli/args.h"
 #include "cli/bench_engine.h"
-#include "cli/cli_model.h"
+#include "cli/bench_kernel.h"
 #include "cli/cli_hub.h"
+#include "cli/cli_model.h"
 #include "cli/commands.h"
 #include "kernels/cpu.h"
 #include "loading/model_file.h"
@@ -37,6 +38,10 @@ static void usage(FILE *f) {
                "  -b LIST     batch sizes of the batched decode test (0: skip)\n"
                "  -r N        repetitions of each test (default 3)\n"
                "  --json      one JSON object instead of the table\n"
+               "  --kernel TYPE[,TYPE...] [--shape RxK[,RxK...]] [--tokens 1,64]\n"
+               "              the matrix product alone for each weight type on random blocks (no model):\n"
+               "              ms per call, GB/s of the file's weight bytes, GFLOP/s (default shapes\n"
+               "              1024x3584,248320x1024: a projection and an output head)\n"
                "  --workload shared-prefix [--prefix-len N]\n"
                "              through the engine: time to first token with the prefix cache cold and warm\n"
                "              (N shared tokens, default 2048, + 64), and throughput at 1/4/16/64 requests\n"
@@ -223,7 +228,8 @@ static void stats(const double *v, int n, double *mean, double *sd) {
 }
 
 int ds_cmd_bench(int argc, char **argv) {
-    const char *path = NULL, *blist = "1,2,4,8,16", *workload = NULL;
+    const char *path = NULL, *blist = "1,2,4,8,16", *workload = NULL, *kernel = NULL;
+    const char *kshape = "1024x3584,248320x1024", *ktokens = "1,64";
     long p = 512, n = 128, threads = 0, reps = 3, spec = 0, prefix = 2048, spec_batch = 8, spec_max_batch = -1;
     double spec_mb = 0, temp = 0;
     uint64_t seed = 0;
@@ -244,6 +250,9 @@ int ds_cmd_bench(int argc, char **argv) {
         else if (!strcmp(a, "-r")) { if (ds_arg_int(a, v, 1, MAX_REPS, &reps)) return 2; }
         else if (!strcmp(a, "-b")) blist = v;
         else if (!strcmp(a, "--workload")) workload = v;
+        else if (!strcmp(a, "--kernel")) kernel = v;
+        else if (!strcmp(a, "--shape")) kshape = v;
+        else if (!strcmp(a, "--tokens")) ktokens = v;
         else if (!strcmp(a, "--prefix-len")) { if (ds_arg_int(a, v, 64, 1 << 20, &prefix)) return 2; }
         else if (!strcmp(a, "--spec-tokens")) { if (ds_arg_int(a, v, 1, 8, &spec)) return 2; }
         else if (!strcmp(a, "--spec-batch")) { if (ds_arg_int(a, v, 1, 64, &spec_batch)) return 2; }
@@ -254,6 +263,7 @@ int ds_cmd_bench(int argc, char **argv) {
         else if ((lr = ds_cli_load_arg("bench", a, v, &lo))) { if (lr < 0) return 2; }
         else { fprintf(stderr, "deltaserve bench: unknown option '%s'\n", a); usage(stderr); return 2; }
     }
+    if (kernel) return ds_bench_kernels(kernel, kshape, ktokens, (int)threads, (int)reps);
     int hub_rc = ds_cli_hub_model(&hub, "bench", &path);
     if (hub_rc) return hub_rc;
     if (hub.res.mtp && !lo.mtp_path) lo.mtp_path = hub.res.mtp; /* the head file beside it */

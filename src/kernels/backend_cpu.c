@@ -15,15 +15,16 @@
 #include <unistd.h>
 
 #include "kernels/backend_cpu_int.h"
+#include "kernels/gblock.h"
 
 #define ALIGN 64
 
 /* DS_PROFILE=1: wall time per operation, printed to stderr when the backend
  * is freed. */
-enum { P_MM_F, P_MM_BF16, P_MM_Q8, P_MM_Q4K, P_MM_Q6K, P_MM_OTHER, P_ATT, P_GDN, P_GDN_COMMIT, P_ELEM, P_COUNT };
-static const char *prof_names[P_COUNT] = {"matmul f32/f16", "matmul bf16",     "matmul q8_0",    "matmul q4_k",
-                                          "matmul q6_k",    "matmul other",    "attention",      "deltanet",
-                                          "deltanet commit", "elementwise"};
+enum { P_MM_F, P_MM_BF16, P_MM_Q8, P_MM_Q4K, P_MM_Q6K, P_MM_GB, P_MM_OTHER, P_ATT, P_GDN, P_GDN_COMMIT, P_ELEM, P_COUNT };
+static const char *prof_names[P_COUNT] = {"matmul f32/f16", "matmul bf16",  "matmul q8_0",     "matmul q4_k",
+                                          "matmul q6_k",    "matmul gblock", "matmul other",   "attention",
+                                          "deltanet",       "deltanet commit", "elementwise"};
 static double prof_now(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -80,15 +81,59 @@ static void pack_worker(void *ctx, int ith, int nth) {
     ds_pack_groups(j->w, j->dst, lo, hi);
 }
 
+typedef struct {
+    const ds_wmat *w;
+    int64_t groups;
+    atomic_int form;
+} form_job;
+
+static void form_worker(void *ctx, int ith, int nth) {
+    form_job *j = ctx;
+    int64_t lo, hi;
+    cpu_split(j->groups, ith, nth, &lo, &hi);
+    if (hi > lo) atomic_fetch_or(&j->form, ds_pack_form(j->w, lo, hi));
+}
+
+/* nvfp4 (no integer form: kern.h NUMERICS) as BF16, exactly, in memory of
+ * the weight's own */
+static ds_status widen_nvfp4(ds_bweight *w, ds_err *e) {
+    size_t rb = ds_dtype_row_bytes(DS_NVFP4, w->m.cols);
+    uint16_t *dst = alloc_aligned((size_t)w->m.rows * (size_t)w->m.cols * 2);
+    if (!dst)
+        return ds_fail(e, DS_ENOMEM, "backend: cannot widen a %lldx%lld nvfp4 matrix to bf16", (long long)w->m.rows,
+                       (long long)w->m.cols);
+    for (int64_t r = 0; r < w->m.rows; r++)
+        ds_nvfp4_row_bf16(w->m.data + (size_t)r * rb, dst + (size_t)r * (size_t)w->m.cols, w->m.cols);
+    release_pages(w->m.data, rb * (size_t)w->m.rows);
+    w->m.type = DS_BF16;
+    w->m.data = (const uint8_t *)dst;
+    w->owned = dst;
+    w->owned_bytes = (size_t)w->m.rows * (size_t)w->m.cols * 2;
+    return DS_OK;
+}
+
 static ds_status cpu_weight_new(ds_backend *be, const ds_mat *src, int flags, ds_bweight **out, ds_err *e) {
     cpu_backend *cb = (cpu_backend *)be;
     *out = NULL;
     ds_bweight *w = calloc(1, sizeof *w);
     if (!w) return ds_fail(e, DS_ENOMEM, "backend: out of memory");
     w->m = (ds_wmat){.type = src->type, .rows = src->rows, .cols = src->cols, .data = src->data};
-    int sbe = ds_pack_sb_elems(src->type);
+    if (src->type == DS_NVFP4) {
+        ds_status s = widen_nvfp4(w, e);
+        if (s) {
+            free(w);
+            return s;
+        }
+    }
+    int sbe = ds_pack_sb_elems(w->m.type);
     if ((flags & DS_W_MATMUL) && cb->k->packs && sbe && src->cols % sbe == 0) {
-        w->packed_bytes = ds_pack_bytes(src->type, src->rows, src->cols);
+        form_job fj = {.w = &w->m, .groups = (src->rows + DS_QG - 1) / DS_QG};
+        atomic_init(&fj.form, 0);
+        if (ds_gblock_type(w->m.type)) ds_pool_run(cb->pool, form_worker, &fj);
+        w->m.form = atomic_load(&fj.form);
+    }
+    if ((flags & DS_W_MATMUL) && cb->k->packs && sbe && src->cols % sbe == 0 && !(w->m.form & DS_GF_BAD)) {
+        w->packed_bytes = ds_pack_bytes(src->type, w->m.form, src->rows, src->cols);
         w->packed = alloc_aligned(w->packed_bytes);
         if (!w->packed) {
             size_t bytes = w->packed_bytes;
@@ -99,7 +144,7 @@ static ds_status cpu_weight_new(ds_backend *be, const ds_mat *src, int flags, ds
         pack_job j = {&w->m, w->packed, (src->rows + DS_QG - 1) / DS_QG};
         ds_pool_run(cb->pool, pack_worker, &j);
         w->m.packed = w->packed;
-        w->m.sb_bytes = ds_pack_sb_bytes(src->type);
+        w->m.sb_bytes = ds_pack_sb_bytes(src->type, w->m.form);
         w->m.group_bytes = (size_t)(src->cols / sbe) * w->m.sb_bytes;
         /* the GGUF blocks are no longer read: give their pages back */
         release_pages(src->data, ds_dtype_row_bytes(src->type, src->cols) * (size_t)src->rows);
@@ -112,6 +157,7 @@ static ds_status cpu_weight_new(ds_backend *be, const ds_mat *src, int flags, ds
 static void cpu_weight_free(ds_backend *be, ds_bweight *w) {
     (void)be;
     free(w->packed);
+    free(w->owned);
     free(w);
 }
 
@@ -121,7 +167,7 @@ static void cpu_release_host(ds_backend *be, const void *p, size_t n) {
 }
 
 static size_t cpu_weight_bytes(const ds_bweight *w) {
-    return w->packed ? w->packed_bytes : ds_dtype_row_bytes(w->m.type, w->m.cols) * (size_t)w->m.rows;
+    return w->packed ? w->packed_bytes : w->owned ? w->owned_bytes : ds_dtype_row_bytes(w->m.type, w->m.cols) * (size_t)w->m.rows;
 }
 
 /* ------------------------------------------------------------------------ */
@@ -248,8 +294,7 @@ static void matmul_run(cpu_backend *cb, const ds_mm_group *groups, int n_groups)
         rows_in += groups[g].n;
         for (int o = 0; o < groups[g].n_outs; o++) {
             ds_dtype t = groups[g].outs[o].w->m.type;
-            int quant = t != DS_F32 && t != DS_F16 && t != DS_BF16;
-            j->need_q |= quant;
+            j->need_q |= ds_mm_reads_xq(t);
             j->need_b |= t == DS_BF16;
         }
     }
@@ -264,7 +309,7 @@ static void matmul_run(cpu_backend *cb, const ds_mm_group *groups, int n_groups)
         for (int o = 0; o < gr->n_outs; o++) {
             const ds_wmat *w = &gr->outs[o].w->m;
             ds_dtype t = w->type;
-            int quant = t != DS_F32 && t != DS_F16 && t != DS_BF16;
+            int quant = ds_mm_reads_xq(t);
             int i = j->n_mm++;
             j->fn[i] = t == DS_BF16 && cb->bf16_mm ? cb->bf16_mm : cb->k->mm[t];
             if (quant && !w->packed) j->fn[i] = ds_kern_ref.mm[t]; /* not packable (odd width): GGUF blocks */
@@ -288,7 +333,7 @@ static void matmul_run(cpu_backend *cb, const ds_mm_group *groups, int n_groups)
 
 static void prof_mm(cpu_backend *cb, ds_dtype ty, double t0) {
     int k = ty == DS_F32 || ty == DS_F16 ? P_MM_F : ty == DS_BF16 ? P_MM_BF16 : ty == DS_Q8_0 ? P_MM_Q8
-          : ty == DS_Q4_K ? P_MM_Q4K : ty == DS_Q6_K ? P_MM_Q6K : P_MM_OTHER;
+          : ty == DS_Q4_K ? P_MM_Q4K : ty == DS_Q6_K ? P_MM_Q6K : ds_gblock_type(ty) ? P_MM_GB : P_MM_OTHER;
     cb->prof_s[k] += prof_now() - t0;
     cb->prof_n[k]++;
 }
@@ -341,6 +386,7 @@ static void cpu_get_rows(ds_backend *be, float *y, const ds_bweight *w, const in
     for (int i = 0; i < n; i++) {
         float *dst = y + (size_t)i * (size_t)w->m.cols;
         if (w->m.packed) ds_unpack_row(&w->m, ids[i], dst);
+        else if (ds_gblock_type(w->m.type)) ds_gblock_row(w->m.type, w->m.data + (size_t)ids[i] * rb, dst, w->m.cols);
         else ds_dequantize_row(w->m.type, w->m.data + (size_t)ids[i] * rb, dst, w->m.cols);
     }
 }

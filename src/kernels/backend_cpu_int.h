@@ -12,6 +12,8 @@ struct ds_bweight {
     ds_wmat m;
     uint8_t *packed;     /* owned; NULL when the kernels read GGUF blocks */
     size_t packed_bytes;
+    void *owned;         /* owned rows m.data points to (nvfp4 widened to BF16), or NULL */
+    size_t owned_bytes;
 };
 
 struct mm_job; /* backend_cpu.c: the state of one matrix product call */

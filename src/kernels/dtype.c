@@ -5,6 +5,7 @@
 #include <ctype.h>
 
 #include "common/status.h"
+#include "kernels/gblock.h"
 
 /* Indexed by ds_dtype; the GGUF ids are ggml_type values and must never be
  * renumbered, since they are what model files contain. */
@@ -74,4 +75,19 @@ size_t ds_dtype_row_bytes(ds_dtype t, int64_t n) {
     const ds_dtype_info *info = ds_dtype_get(t);
     if (!info || n <= 0) return 0;
     return (size_t)(n / info->block_elems) * (size_t)info->block_bytes;
+}
+
+int ds_dtype_computable(ds_dtype t) {
+    switch (t) {
+    case DS_F32:
+    case DS_F16:
+    case DS_BF16:
+    case DS_Q8_0:
+    case DS_Q4_0:
+    case DS_Q4_K:
+    case DS_Q5_K:
+    case DS_Q6_K:
+    case DS_NVFP4: return 1;
+    default: return ds_gblock_type(t);
+    }
 }

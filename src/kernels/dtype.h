@@ -123,6 +123,9 @@ const ds_dtype_info *ds_dtype_get(ds_dtype t);
 int ds_dtype_from_gguf(uint32_t gguf_type, ds_dtype *out);
 /* Parses a user-facing name ("bf16", "q8_0", "Q4_K"); returns 0 on success. */
 int ds_dtype_from_name(const char *name, ds_dtype *out);
+/* Whether the kernels compute products of type t (the gblock types once
+ * their decoder is built in; nvfp4 widened to BF16 at load). */
+int ds_dtype_computable(ds_dtype t);
 /* Bytes of n elements; n must be a multiple of the block size (checked by callers). */
 size_t ds_dtype_row_bytes(ds_dtype t, int64_t n);
 

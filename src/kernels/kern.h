@@ -24,6 +24,24 @@
  *     acc = acc + (float)(128 isum_q + isum_r) * (dw * (dx/128)): about 15
  *     bits of activation for twice the integer work (decode, bound by memory,
  *     does not notice).
+ *   - The gblock types (gblock.h: q4_1, q5_0, q5_1, q2_K, q3_K, the iq types,
+ *     mxfp4, tq1_0, tq2_0): activations as for the others. Per 32-element
+ *     block, with the block's integer form (lv, sc, mn, d, dm) from
+ *     ds_gblock_decode and the activation half sums s0, s1 (of q):
+ *       isum = sc0 ia + sc1 ib,  ia, ib = sum lv q over each 16-half (exact)
+ *       acc = acc + (float)isum * (d * dx)
+ *       and when dm != 0 (a C compare: NaN counts as nonzero)
+ *       acc = acc + (float)(mn0 s0 + mn1 s1) * (dm * dx)
+ *     in block order, every product and sum rounded separately. The integers
+ *     fit 32 bits (|lv|, |sc|, |mn| <= 128), and mn0 s0 + mn1 s1 stays below
+ *     2^24, so the SIMD paths may form it in F32. acc starts at +0 and a sum
+ *     of round-to-nearest adds is never -0, so a block whose term is +-0
+ *     leaves acc unchanged: the paths may skip terms they know are zero.
+ *     A row read back (ds_unpack_row, embeddings) is (d * sc) * lv, then
+ *     + dm * mn when dm != 0: the format's own formula for every such type
+ *     up to the sign of a zero. nvfp4 (per-16 float scales, no integer form)
+ *     is widened to BF16 at load by the CPU backend: E2M1 times a UE4M3 scale
+ *     has at most 7 significant bits, so the BF16 copy is exact.
  *   A row's result never depends on how many tokens or threads share the
  *   call: that is what makes batching invisible in the logits.
  *
@@ -43,6 +61,17 @@
  *     q5_K  q4_K + [qh: 8 chunks x 64; bit s of byte (row,c) = bit 4 of k-step s] 2816
  *     q6_K  [d:16][sc:16x16 i8][ql: 8 chunks x 4 x 64][qh: 8 chunks x 2 x 64,
  *            bits 2s..2s+1 = bits 4,5 of k-step s (s = 0..3 of each half)]  3360
+ *   The gblock types share one layout per 32-element super-block, each row's
+ *   levels stored as indices into the type's level table (ds_gblock_levels),
+ *   looked up into int8 with VPSHUFB (16 entries; 32 with a fifth bit). What
+ *   the packer stores depends on the matrix (its form, found by a scan of
+ *   the decoded blocks, DS_GF_*): d and dm as F16 when every value survives
+ *   the round trip exactly, else F32; scales only when some sc != 1, one
+ *   per block unless some block's halves differ (SPLIT); mins only when
+ *   some dm != 0, and the integer mins only when some differ from 1 (MNS):
+ *     [idx: 4 x 64 nibble pairs][hb: 64, five-bit tables: bit s of byte (row,c)
+ *      = bit 4 of the index of k-step s][d: 16 f16|f32][sc: 16 or 2 x 16 i8]
+ *      [dm: 16 f16|f32][mn: 2 x 16 i8]                      288 .. 480
  *   The last group of a matrix whose rows are not a multiple of 16 is padded
  *   with zero rows. */
 #ifndef DS_KERN_H
@@ -64,7 +93,36 @@ typedef struct {
     const uint8_t *packed;  /* 16-row groups (quantised types on SIMD paths), or NULL */
     size_t group_bytes;     /* bytes of one packed group */
     size_t sb_bytes;        /* bytes of one packed super-block of a group */
+    int form;               /* gblock types: DS_GF_* of the packed layout */
 } ds_wmat;
+
+/* The form of a packed gblock matrix (PACKED LAYOUT above). */
+enum {
+    DS_GF_D32 = 1,  /* d and dm stored as F32 (else F16) */
+    DS_GF_SC = 2,   /* scales stored (else every sc is 1) */
+    DS_GF_MIN = 4,  /* dm stored (else every dm is 0) */
+    DS_GF_FIVE = 8, /* more than 16 levels: a fifth index bit */
+    DS_GF_BAD = 16, /* a decoded level outside the type's table: not packable */
+    DS_GF_SPLIT = 32, /* some block's halves have different scales: two per block stored */
+    DS_GF_MNS = 64,   /* some block with a min has mn != 1: per-half mins stored (else dm alone) */
+};
+
+/* Byte offsets inside one packed gblock super-block of a form. */
+typedef struct {
+    size_t hb, d, sc, dm, mn, bytes;
+} ds_gform;
+
+static inline ds_gform ds_gform_of(int form) {
+    ds_gform g;
+    size_t fl = form & DS_GF_D32 ? 64 : 32, o = 256;
+    g.hb = o, o += form & DS_GF_FIVE ? 64 : 0;
+    g.d = o, o += fl;
+    g.sc = o, o += form & DS_GF_SC ? (form & DS_GF_SPLIT ? 32 : 16) : 0;
+    g.dm = o, o += form & DS_GF_MIN ? fl : 0;
+    g.mn = o, o += (form & DS_GF_MIN) && (form & DS_GF_MNS) ? 32 : 0;
+    g.bytes = o;
+    return g;
+}
 
 /* Activations quantised per 32 elements (rows of K, K a multiple of 32). */
 typedef struct {
@@ -94,6 +152,13 @@ typedef struct {
 } ds_mm;
 
 typedef void (*ds_mm_fn)(const ds_mm *m, int64_t r0, int64_t r1);
+
+/* Table entries of every type that can take the gblock form (a type whose
+ * decoder is not built in answers ds_gblock_type 0 and is never loaded). */
+#define DS_GBLOCK_MM(fn)                                                                              \
+    [DS_Q4_1] = fn, [DS_Q5_0] = fn, [DS_Q5_1] = fn, [DS_Q2_K] = fn, [DS_Q3_K] = fn, [DS_IQ2_XXS] = fn, \
+    [DS_IQ2_XS] = fn, [DS_IQ2_S] = fn, [DS_IQ3_XXS] = fn, [DS_IQ3_S] = fn, [DS_IQ1_S] = fn,           \
+    [DS_IQ1_M] = fn, [DS_IQ4_NL] = fn, [DS_IQ4_XS] = fn, [DS_MXFP4] = fn, [DS_TQ1_0] = fn, [DS_TQ2_0] = fn
 
 /* The kernels of one ISA level. NULL entries fall back to the reference. */
 typedef struct {
@@ -131,17 +196,36 @@ extern const ds_kern ds_kern_avx512;
 void ds_mm_bf16_avx512bf16(const ds_mm *m, int64_t r0, int64_t r1);
 #endif
 
+/* Whether products of weights of type t read the quantised activations (xq). */
+static inline int ds_mm_reads_xq(ds_dtype t) { return t != DS_F32 && t != DS_F16 && t != DS_BF16; }
+
 /* The table of a level (the reference for levels not built). */
 const ds_kern *ds_kern_for(ds_isa level);
 
 /* Packed layout: super-block elements and bytes per 16-row super-block of a
- * type (0 when the type is not packed). */
+ * type (0 when the type is not packed); form is 0 but for gblock types. */
 int ds_pack_sb_elems(ds_dtype t);
-size_t ds_pack_sb_bytes(ds_dtype t);
+size_t ds_pack_sb_bytes(ds_dtype t, int form);
 /* Bytes of the packed form of a rows x cols matrix. */
-size_t ds_pack_bytes(ds_dtype t, int64_t rows, int64_t cols);
-/* Packs groups [g0, g1) of w (data set) into dst (ds_pack_bytes long). */
+size_t ds_pack_bytes(ds_dtype t, int form, int64_t rows, int64_t cols);
+/* The form groups [g0, g1) of w (data set) need, DS_GF_* ORed (0 for types
+ * that have none); the whole matrix's form is the OR over all groups. */
+int ds_pack_form(const ds_wmat *w, int64_t g0, int64_t g1);
+/* Packs groups [g0, g1) of w (data and form set) into dst (ds_pack_bytes long). */
 void ds_pack_groups(const ds_wmat *w, uint8_t *dst, int64_t g0, int64_t g1);
+/* Sets form (a scan of every group, on this thread), sb_bytes and
+ * group_bytes of w (data set); returns the bytes the packed form takes. */
+size_t ds_pack_plan(ds_wmat *w);
+/* Row (of n elements) of a gblock type as the packed kernels read it:
+ * (d * sc) * lv, + dm * mn when dm != 0 (ds_unpack_row's floats). */
+void ds_gblock_row(ds_dtype t, const void *row, float *dst, int64_t n);
+/* A row (n a multiple of 64) of nvfp4 as BF16: exact (NUMERICS). */
+void ds_nvfp4_row_bf16(const void *row, uint16_t *dst, int64_t n);
+/* The SIMD products of the gblock types (x86/kern_gblock_*.c). */
+#if defined(__x86_64__)
+void ds_mm_gblock_avx512(const ds_mm *m, int64_t r0, int64_t r1);
+void ds_mm_gblock_avx2(const ds_mm *m, int64_t r0, int64_t r1);
+#endif
 
 /* Row r of a packed matrix dequantised to F32: the same floats as
  * ds_dequantize_row on the GGUF row. */

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "common/half.h"
+#include "kernels/gblock.h"
 #include "kernels/kern.h"
 #include "kernels/ops.h"
 
@@ -292,6 +293,44 @@ static void mm_q6_K(const ds_mm *m, int64_t r0, int64_t r1) {
     }
 }
 
+/* The gblock types through their integer form (kern.h NUMERICS). A row's
+ * blocks are decoded a stretch at a time and every token's sum carried in y
+ * between stretches (a float stored is the float read back). */
+#define GB_STRETCH 64
+static void mm_gblock(const ds_mm *m, int64_t r0, int64_t r1) {
+    const ds_wmat *w = m->w;
+    const ds_xq *xq = m->xq;
+    int64_t nb = w->cols / 32;
+    size_t rb = ds_dtype_row_bytes(w->type, w->cols);
+    ds_gblock g[GB_STRETCH];
+    for (int64_t r = r0; r < r1; r++) {
+        const uint8_t *row = w->data + (size_t)r * rb;
+        for (int64_t b0 = 0; b0 < nb; b0 += GB_STRETCH) {
+            int64_t nbs = nb - b0 < GB_STRETCH ? nb - b0 : GB_STRETCH;
+            for (int64_t b = 0; b < nbs; b++) ds_gblock_decode(w->type, row, b0 + b, &g[b]);
+            for (int64_t t = 0; t < m->n; t++) {
+                const int8_t *q = xq->q + t * w->cols + 32 * b0;
+                const float *dx = xq->d + t * nb + b0;
+                float acc = b0 ? m->y[t * m->ldy + r] : 0.0f;
+                for (int64_t b = 0; b < nbs; b++) {
+                    const ds_gblock *gb = &g[b];
+                    int ia = 0, ib = 0, s0 = 0, s1 = 0;
+                    for (int i = 0; i < 16; i++) {
+                        ia += gb->lv[i] * q[32 * b + i];
+                        ib += gb->lv[16 + i] * q[32 * b + 16 + i];
+                        s0 += q[32 * b + i];
+                        s1 += q[32 * b + 16 + i];
+                    }
+                    int isum = gb->sc[0] * ia + gb->sc[1] * ib;
+                    acc = acc + (float)isum * (gb->d * dx[b]);
+                    if (gb->dm != 0.0f) acc = acc + (float)(gb->mn[0] * s0 + gb->mn[1] * s1) * (gb->dm * dx[b]);
+                }
+                m->y[t * m->ldy + r] = acc;
+            }
+        }
+    }
+}
+
 /* ------------------------------------------------------------------------ */
 /* Vector primitives                                                         */
 
@@ -421,7 +460,7 @@ const ds_kern ds_kern_ref = {
     .quant_x = ds_quant_x_ref,
     .to_bf16 = ds_to_bf16_ref,
     .mm = {[DS_F32] = mm_f32, [DS_F16] = mm_f16, [DS_BF16] = mm_bf16, [DS_Q8_0] = mm_q8_0, [DS_Q4_0] = mm_q4_0,
-           [DS_Q4_K] = mm_q4_K, [DS_Q5_K] = mm_q5_K, [DS_Q6_K] = mm_q6_K},
+           [DS_Q4_K] = mm_q4_K, [DS_Q5_K] = mm_q5_K, [DS_Q6_K] = mm_q6_K, DS_GBLOCK_MM(mm_gblock)},
     .dot = vdot,
     .axpy = vaxpy,
     .scale = vscale,

@@ -104,6 +104,11 @@ static void validate_one(const ds_tensor_spec *s, void *arg) {
         return;
     }
     t->n_dims = s->n_dims;
+    if (!ds_dtype_computable(t->type)) {
+        v->status = ds_fail(v->e, DS_EUNSUPPORTED, "%s: tensor '%s' is %s, a type deltaserve reads but cannot compute yet",
+                            v->m->path, s->name, ds_dtype_get(t->type)->name);
+        return;
+    }
     if (s->kind != DS_TK_MATRIX && s->kind != DS_TK_EMBED) {
         const ds_dtype_info *ti = ds_dtype_get(t->type);
         if (ti->block_elems != 1) {

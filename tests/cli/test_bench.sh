@@ -50,5 +50,17 @@ check "spec: every draft of an agreeing head accepted; several sequences verify 
 check "spec: a record budget for one sequence lets one verify per step" \
     "j['batch_verifying_per_step'] <= 1.0 and j['acceptance'] == 1.0" \
     --spec-tokens 2 -n 16 --spec-batch 4 --spec-state-mb 0.036
+# bench --kernel: one table row per (type, shape, tokens), no model needed; an unknown type refused
+if timeout 120 "$DS_BIN" bench --kernel q4_0,iq4_nl,q2_k --shape 40x256,17x512 --tokens 1,3 -t 1 -r 1 >"$T/k.out" 2>"$T/k.err"; then
+    rows=$(grep -cE '^\| (q4_0|iq4_nl|q2_k) +\| (40x256|17x512) ' "$T/k.out")
+    [ "$rows" -eq 12 ] && ok "bench --kernel: a row per type, shape and token count" \
+        || bad "bench --kernel: a row per type, shape and token count" "$rows rows: $(head -c 400 "$T/k.out")"
+else
+    bad "bench --kernel: a row per type, shape and token count" "exit $?: $(tail -n 3 "$T/k.err")"
+fi
+"$DS_BIN" bench --kernel q4_9 >"$T/k.out" 2>"$T/k.err"
+rc=$?
+[ "$rc" -eq 2 ] && grep -q "q4_9" "$T/k.err" && ok "bench --kernel: an unknown type refused by name" \
+    || bad "bench --kernel: an unknown type refused by name" "exit $rc: $(head -c 300 "$T/k.err")"
 echo "RESULT passed=$passed failed=$failed"
 [ "$failed" -eq 0 ]

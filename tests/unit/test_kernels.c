@@ -83,12 +83,10 @@ static void run_mm(const ds_kern *k, ds_mm_fn fn, ds_dtype t, const uint8_t *w, 
     ds_wmat wm = {.type = t, .rows = rows, .cols = cols, .data = w};
     uint8_t *packed = NULL;
     if (k->packs && ds_pack_sb_elems(t)) {
-        size_t bytes = ds_pack_bytes(t, rows, cols);
+        size_t bytes = ds_pack_plan(&wm);
         packed = aligned_alloc(64, (bytes + 63) / 64 * 64);
         ds_pack_groups(&wm, packed, 0, (rows + DS_QG - 1) / DS_QG);
         wm.packed = packed;
-        wm.sb_bytes = ds_pack_sb_bytes(t);
-        wm.group_bytes = (size_t)(cols / ds_pack_sb_elems(t)) * wm.sb_bytes;
     }
     ds_mm m = {.y = y, .ldy = rows + 3, .w = &wm, .n = n, .x = a->x, .ldx = cols, .xb = a->xb, .xq = &a->xq};
     /* two row ranges, split at a multiple of 16, as two threads would */
@@ -265,12 +263,10 @@ static void test_unpack_row_equals_dequantize(void) {
         int64_t rows = 21, cols = 512;
         uint8_t *w = make_weights(t, rows, cols, &r);
         ds_wmat wm = {.type = t, .rows = rows, .cols = cols, .data = w};
-        size_t bytes = ds_pack_bytes(t, rows, cols);
+        size_t bytes = ds_pack_plan(&wm);
         uint8_t *packed = aligned_alloc(64, (bytes + 63) / 64 * 64);
         ds_pack_groups(&wm, packed, 0, (rows + DS_QG - 1) / DS_QG);
         wm.packed = packed;
-        wm.sb_bytes = ds_pack_sb_bytes(t);
-        wm.group_bytes = (size_t)(cols / ds_pack_sb_elems(t)) * wm.sb_bytes;
         float a[512], b[512];
         int bad = 0;
         for (int64_t i = 0; i < rows; i++) {

@@ -444,7 +444,7 @@ const ds_kern ds_kern_avx2 = {
     .quant_x = quant_x,
     .to_bf16 = to_bf16,
     .mm = {[DS_F32] = mm_f32, [DS_F16] = mm_f16, [DS_BF16] = mm_bf16, [DS_Q8_0] = mm_q8_0, [DS_Q4_0] = mm_q4_0,
-           [DS_Q4_K] = mm_q4_K, [DS_Q5_K] = mm_q5_K, [DS_Q6_K] = mm_q6_K},
+           [DS_Q4_K] = mm_q4_K, [DS_Q5_K] = mm_q5_K, [DS_Q6_K] = mm_q6_K, DS_GBLOCK_MM(ds_mm_gblock_avx2)},
     .dot = vdot,
     .axpy = vaxpy,
     .scale = vscale,

@@ -198,9 +198,13 @@ typedef struct {
 
 static void quant_rows(void *ctx, int ith, int nth) {
     quant_job *j = ctx;
-    /* chunks of about 64K elements: small enough to share out a matrix, big
-     * enough that taking one costs nothing */
-    const int64_t chunk = j->cols >= 65536 ? 1 : 65536 / j->cols;
+    (void)ith;
+    /* chunks of at most 64K elements, and at least 4 per thread where the
+     * matrix has the rows: taking one costs nothing next to quantising it,
+     * and the slow types (the grid searches) keep every thread busy even on
+     * small matrices */
+    int64_t chunk = j->cols >= 65536 ? 1 : 65536 / j->cols, share = j->rows / (4 * (int64_t)nth);
+    if (share < chunk) chunk = share > 1 ? share : 1;
     for (;;) {
         int64_t r = atomic_fetch_add(&j->next, chunk);
         if (r >= j->rows) break;

@@ -1,19 +1,39 @@
 /* cmd_make_model.c - `deltaserve make-model`: writes a deterministic
  * random-weight model in a real shape, as GGUF or a Hugging Face directory. */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "cli/args.h"
 #include "cli/commands.h"
 #include "loading/model_shapes.h"
 #include "model/model_make.h"
+#include "model/model_make_policy.h"
 
 static void usage(FILE *f) {
+    char types[512] = "";
+    size_t line = 0; /* characters on the current line of the list */
+    for (int i = 0; i < ds_file_type_count(); i++) {
+        const char *name = ds_file_type_at(i)->name;
+        if (line + strlen(name) + 1 > 72) {
+            strncat(types, "\n                     ", sizeof types - strlen(types) - 1);
+            line = 0;
+        }
+        strncat(types, " ", sizeof types - strlen(types) - 1);
+        strncat(types, name, sizeof types - strlen(types) - 1);
+        line += strlen(name) + 1;
+    }
     fprintf(f,
             "usage: deltaserve make-model --shape NAME --out PATH [options]\n"
             "  --shape NAME        model configuration (see below)\n"
             "  --layers N          override the number of decoder layers\n"
-            "  --dtype T           f32 | bf16 | f16 | q8_0 | q4_k_m (GGUF only for the last two; default f32)\n"
+            "  --dtype T           file type, as llama-quantize names them (any case; default f32): the\n"
+            "                      type of each tensor is the one llama-quantize gives it (safetensors:\n"
+            "                      f32, f16, bf16). GGUF file types:\n"
+            "                     %s\n"
+            "  --tensor-type R=T   GGUF: tensors whose name the regex R matches get ggml type T (q4_K,\n"
+            "                      iq4_nl, ...) instead; repeatable, the first match decides\n"
             "  --format F          gguf | safetensors (a Hugging Face directory); default gguf\n"
             "                      (safetensors also takes --dtype fp8: float8 e4m3 matrices with 128x128\n"
             "                      block scales, as the official *-FP8 releases)\n"
@@ -30,13 +50,16 @@ static void usage(FILE *f) {
             "                      tokens, for testing and measuring speculative decoding\n"
             "  --threads N         quantise on N threads (default: one per core); the file is the same for any N\n"
             "  --out PATH          output file (gguf) or directory (safetensors)\n"
-            "shapes:\n");
+            "shapes:\n",
+            types);
     for (int i = 0; i < ds_model_shape_count(); i++)
         fprintf(f, "  %-16s %s\n", ds_model_shape_at(i)->name, ds_model_shape_at(i)->description);
 }
 
-int ds_cmd_make_model(int argc, char **argv) {
-    ds_make_options o = {.dtype = "f32", .format = DS_FORMAT_GGUF, .seed = 1, .scale = 1.0f};
+/* tensor_types: room for the --tensor-type values (one per argument at most) */
+static int make_model(int argc, char **argv, const char **tensor_types) {
+    ds_make_options o = {.dtype = "f32", .format = DS_FORMAT_GGUF, .seed = 1, .scale = 1.0f,
+                         .tensor_types = tensor_types};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v;
         long n;
@@ -59,6 +82,8 @@ int ds_cmd_make_model(int argc, char **argv) {
             o.n_layers = (int)n;
         } else if (!strcmp(a, "--dtype")) {
             o.dtype = v;
+        } else if (!strcmp(a, "--tensor-type")) {
+            tensor_types[o.n_tensor_types++] = v;
         } else if (!strcmp(a, "--format")) {
             if (!strcmp(v, "gguf")) o.format = DS_FORMAT_GGUF;
             else if (!strcmp(v, "safetensors") || !strcmp(v, "hf")) o.format = DS_FORMAT_SAFETENSORS;
@@ -105,18 +130,39 @@ int ds_cmd_make_model(int argc, char **argv) {
         fprintf(stderr, ")\n");
         return 2;
     }
-    static const char *const dtypes[] = {"f32", "bf16", "f16", "q8_0", "q4_k_m"};
-    int ok = 0;
-    for (size_t i = 0; i < sizeof dtypes / sizeof dtypes[0]; i++) ok |= !strcmp(o.dtype, dtypes[i]);
-    ok |= o.format == DS_FORMAT_SAFETENSORS && !strcmp(o.dtype, "fp8"); /* FP8 checkpoints are Hugging Face's */
-    if (!ok) {
-        fprintf(stderr, "deltaserve make-model: --dtype '%s' is not f32, bf16, f16, q8_0 or q4_k_m\n", o.dtype);
+    const ds_file_type *ft = ds_file_type_find(o.dtype);
+    if (!ft && !(o.format == DS_FORMAT_SAFETENSORS && !strcasecmp(o.dtype, "fp8"))) { /* FP8 checkpoints are Hugging Face's */
+        fprintf(stderr, "deltaserve make-model: --dtype '%s' is not a file type (known:", o.dtype);
+        for (int i = 0; i < ds_file_type_count(); i++) fprintf(stderr, "%s %s", i ? "," : "", ds_file_type_at(i)->name);
+        fprintf(stderr, ")\n");
         return 2;
     }
     ds_err e = {0};
+    ds_type_overrides *ov;
+    if (ds_type_overrides_new(o.tensor_types, o.n_tensor_types, &ov, &e) != DS_OK) {
+        fprintf(stderr, "deltaserve make-model: %s\n", e.msg);
+        return 2;
+    }
+    ds_type_overrides_free(ov);
+    if (o.format == DS_FORMAT_SAFETENSORS && (!ds_file_type_is_float(ft) || o.n_tensor_types)) {
+        fprintf(stderr, "deltaserve make-model: safetensors checkpoints hold f32, f16 or bf16 (--dtype %s%s)\n", o.dtype,
+                o.n_tensor_types ? ", --tensor-type" : "");
+        return 2;
+    }
     if (ds_make_model(&o, &e) != DS_OK) {
         fprintf(stderr, "deltaserve make-model: %s\n", e.msg);
         return 1;
     }
     return 0;
+}
+
+int ds_cmd_make_model(int argc, char **argv) {
+    const char **tensor_types = calloc((size_t)argc, sizeof *tensor_types);
+    if (!tensor_types) {
+        fprintf(stderr, "deltaserve make-model: out of memory\n");
+        return 1;
+    }
+    int rc = make_model(argc, argv, tensor_types);
+    free(tensor_types);
+    return rc;
 }

@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/stat.h>
 
 #include "common/half.h"
@@ -19,6 +20,7 @@
 #include "loading/gguf_writer.h"
 #include "loading/hf_names.h"
 #include "loading/model_shapes.h"
+#include "model/model_make_policy.h"
 #include "tokenizer/default_chat_template.h"
 #include "tokenizer/vocab.h"
 
@@ -122,42 +124,6 @@ void ds_make_to_gguf_form(const ds_model_config *c, const ds_tensor_spec *s, flo
         grouped_to_tiled(data, hk, hv, dv, H, (int64_t)hv * dv);
 }
 
-/* llama.cpp's rule for which layers get more bits in mixed K-quant files */
-static int use_more_bits(int i, int n) { return i < n / 8 || i >= 7 * n / 8 || (i - n / 8) % 3 == 2; }
-
-static ds_dtype fit_blocks(ds_dtype want, int64_t ne0) {
-    if (ne0 % ds_dtype_get(want)->block_elems == 0) return want;
-    /* llama.cpp falls back to legacy 32-blocks; of those deltaserve has Q8_0 */
-    return ne0 % DS_QK8_0 == 0 ? DS_Q8_0 : DS_F16;
-}
-
-ds_dtype ds_make_gguf_type(const ds_model_config *c, const ds_tensor_spec *s, const char *dtype) {
-    /* llama.cpp keeps vectors, norms, the conv and the MoE router in F32 at every file type */
-    if (s->kind == DS_TK_NORM || s->kind == DS_TK_VECTOR || s->kind == DS_TK_CONV || ends_with(s->name, "ffn_gate_inp.weight"))
-        return DS_F32;
-    ds_dtype t;
-    if (strcmp(dtype, "q4_k_m") == 0) {
-        /* its Q4_K_M: Q6_K for the head (and a tied embedding), and for the value
-         * projections (attn_v, and attn_qkv of GDN layers) and down projections of
-         * the layers use_more_bits picks, counting the MTP block as a layer */
-        int more = 0;
-        if (c->n_expert == 8) {
-            /* and its special case for 8-expert models: Q8_0 for attn_k, attn_v and attn_qkv, Q5_K for attn_output */
-            if (ends_with(s->name, "attn_k.weight") || ends_with(s->name, "attn_v.weight") ||
-                ends_with(s->name, "attn_qkv.weight"))
-                return fit_blocks(DS_Q8_0, s->ne[0]);
-            if (ends_with(s->name, "attn_output.weight")) return fit_blocks(DS_Q5_K, s->ne[0]);
-        }
-        if (strcmp(s->name, "output.weight") == 0 || (c->tied_embeddings && s->kind == DS_TK_EMBED)) more = 1;
-        else if (ends_with(s->name, "attn_v.weight") || ends_with(s->name, "attn_qkv.weight") ||
-                 strstr(s->name, "ffn_down"))
-            more = use_more_bits(s->layer, c->n_layer + c->n_mtp);
-        return fit_blocks(more ? DS_Q6_K : DS_Q4_K, s->ne[0]);
-    }
-    if (ds_dtype_from_name(dtype, &t) != 0) return DS_F32;
-    return fit_blocks(t, s->ne[0]);
-}
-
 /* --- shared set-up --- */
 
 typedef struct {
@@ -177,6 +143,49 @@ static void collect(const ds_tensor_spec *s, void *arg) {
     l->specs[l->n++] = *s;
 }
 
+/* The model's tensors, as a GGUF file holds them (the optional ones left out) */
+static ds_status model_specs(const ds_model_config *c, spec_list *l, ds_err *e) {
+    *l = (spec_list){0};
+    ds_model_for_each_spec(c, collect, l);
+    return l->n > 0 ? DS_OK : ds_fail(e, DS_EINVAL, "the model has no tensors");
+}
+
+/* the file type and overrides of o, checked */
+static ds_status policy_of(const ds_make_options *o, const ds_file_type **ft, ds_type_overrides **ov, ds_err *e) {
+    const char *dtype = o->dtype ? o->dtype : "f32";
+    if (o->format == DS_FORMAT_SAFETENSORS && !strcasecmp(dtype, "fp8")) dtype = "bf16"; /* what the matrices it leaves alone hold */
+    if (!(*ft = ds_file_type_find(dtype))) return ds_fail(e, DS_EINVAL, "--dtype '%s' is not a file type make-model writes", dtype);
+    return ds_type_overrides_new(o->tensor_types, o->n_tensor_types, ov, e);
+}
+
+ds_status ds_make_tensor_type(const ds_model_config *c, const ds_tensor_spec *s, const ds_make_options *o,
+                              ds_dtype *type, ds_err *e) {
+    const ds_file_type *ft;
+    ds_type_overrides *ov = NULL;
+    spec_list l = {0};
+    ds_dtype *types = NULL;
+    ds_status st = policy_of(o, &ft, &ov, e);
+    if (!st) st = model_specs(c, &l, e);
+    if (!st && !(types = malloc((size_t)l.n * sizeof *types))) st = ds_fail(e, DS_ENOMEM, "out of memory");
+    if (!st) st = ds_quant_plan(c, l.specs, l.n, ft, ov, types, e);
+    int found = -1;
+    for (int i = 0; !st && i < l.n && found < 0; i++)
+        if (strcmp(l.specs[i].name, s->name) == 0) found = i;
+    if (!st && found < 0) st = ds_fail(e, DS_EINVAL, "tensor '%s' is not in the model", s->name);
+    if (!st) *type = types[found];
+    free(types);
+    free(l.specs);
+    ds_type_overrides_free(ov);
+    return st;
+}
+
+ds_dtype ds_make_gguf_type(const ds_model_config *c, const ds_tensor_spec *s, const char *dtype) {
+    ds_make_options o = {.dtype = dtype};
+    ds_dtype t = DS_F32;
+    ds_err e = {0};
+    return ds_make_tensor_type(c, s, &o, &t, &e) == DS_OK ? t : DS_F32;
+}
+
 /* --- quantising on every thread --- */
 
 /* Rows are quantised independently of each other, so whichever thread takes
@@ -192,9 +201,13 @@ typedef struct {
 
 static void quant_rows(void *ctx, int ith, int nth) {
     quant_job *j = ctx;
-    /* chunks of about 64K elements: small enough to share out a matrix, big
-     * enough that taking one costs nothing */
-    const int64_t chunk = j->cols >= 65536 ? 1 : 65536 / j->cols;
+    (void)ith;
+    /* chunks of at most 64K elements, and at least 4 per thread where the
+     * matrix has the rows: taking one costs nothing next to quantising it,
+     * and the slow types (the grid searches) keep every thread busy even on
+     * small matrices */
+    int64_t chunk = j->cols >= 65536 ? 1 : 65536 / j->cols, share = j->rows / (4 * (int64_t)nth);
+    if (share < chunk) chunk = share > 1 ? share : 1;
     for (;;) {
         int64_t r = atomic_fetch_add(&j->next, chunk);
         if (r >= j->rows) break;
@@ -217,6 +230,9 @@ typedef struct {
     ds_model_config cfg;
     ds_vocab vocab;
     spec_list specs;
+    const ds_file_type *ft;     /* --dtype */
+    ds_type_overrides *ov;      /* --tensor-type */
+    ds_dtype *types;            /* GGUF: the type of each of specs */
     ds_pool *pool;              /* quantises (and converts) the rows of a matrix */
     ds_progress progress;
     uint64_t total_elems;
@@ -251,27 +267,22 @@ static ds_status setup(maker *mk, ds_err *e) {
     if (mk->vocab.eot_id >= 0) mk->cfg.eos_ids[mk->cfg.n_eos++] = mk->vocab.eot_id;
     mk->cfg.pad_id = mk->vocab.pad_id;
     if ((s = ds_model_config_check(&mk->cfg, o->shape, -1, e))) return s;
+    if ((s = policy_of(o, &mk->ft, &mk->ov, e))) return s;
+    if ((s = model_specs(&mk->cfg, &mk->specs, e))) return s;
+    if (o->format == DS_FORMAT_GGUF) {
+        if (!(mk->types = malloc((size_t)mk->specs.n * sizeof *mk->types))) return ds_fail(e, DS_ENOMEM, "out of memory");
+        if ((s = ds_quant_plan(&mk->cfg, mk->specs.specs, mk->specs.n, mk->ft, mk->ov, mk->types, e))) return s;
+    }
     float agree;
     if ((s = ds_make_mtp_calibrate(&mk->cfg, o, &mk->mtp_beta, &agree, e))) return s;
     if (o->mtp_agree_set)
         fprintf(stderr, "make-model: MTP head agrees with the model on %.0f%% of sampled tokens (asked %.0f%%)\n",
                 100.0 * agree, 100.0 * o->mtp_agree);
-    ds_model_for_each_spec(&mk->cfg, collect, &mk->specs);
     for (int i = 0; i < mk->specs.n; i++) mk->total_elems += (uint64_t)spec_elems(&mk->specs.specs[i]);
     return DS_OK;
 }
 
 /* --- GGUF --- */
-
-static uint32_t file_type(const char *dtype) {
-    /* llama.cpp's llama_ftype values */
-    if (!strcmp(dtype, "f32")) return 0;
-    if (!strcmp(dtype, "f16")) return 1;
-    if (!strcmp(dtype, "q8_0")) return 7;
-    if (!strcmp(dtype, "q4_k_m")) return 15;
-    if (!strcmp(dtype, "bf16")) return 32;
-    return 0;
-}
 
 /* Which tensors a GGUF file gets: all, the main model without its MTP head, or
  * the head alone (its block and the shared embedding, final norm and output). */
@@ -293,7 +304,7 @@ static void write_gguf_metadata(maker *mk, ds_gguf_writer *w, int part) {
     char name[96];
     snprintf(name, sizeof name, "deltaserve %s seed %llu", mk->o->shape, (unsigned long long)mk->o->seed);
     ds_gguf_writer_str(w, "general.name", name);
-    ds_gguf_writer_u32(w, "general.file_type", file_type(mk->o->dtype));
+    ds_gguf_writer_u32(w, "general.file_type", mk->ft->ftype);
     ds_gguf_writer_u32(w, "general.quantization_version", 2);
     int n_mtp = part == PART_MAIN ? 0 : c->n_mtp;
     ds_gguf_writer_u32(w, KEY("block_count"), (uint32_t)(c->n_layer + n_mtp));
@@ -335,11 +346,9 @@ static ds_status write_gguf(maker *mk, const char *path, int part, ds_err *e) {
     ds_gguf_writer *w = ds_gguf_writer_new(32);
     if (!w) return ds_fail(e, DS_ENOMEM, "out of memory");
     write_gguf_metadata(mk, w, part);
-    ds_dtype *types = malloc((size_t)mk->specs.n * sizeof *types);
-    if (!types) { ds_gguf_writer_free(w); return ds_fail(e, DS_ENOMEM, "out of memory"); }
+    const ds_dtype *types = mk->types;
     for (int i = 0; i < mk->specs.n; i++) {
         ds_tensor_spec *s = &mk->specs.specs[i];
-        types[i] = ds_make_gguf_type(&mk->cfg, s, mk->o->dtype);
         if (in_part(&mk->cfg, s, part)) ds_gguf_writer_add_tensor(w, s->name, types[i], s->n_dims, s->ne);
     }
     ds_status st = ds_gguf_writer_begin(w, path, e);
@@ -373,7 +382,6 @@ static ds_status write_gguf(maker *mk, const char *path, int part, ds_err *e) {
     if (!st) st = ds_gguf_writer_finish(w, e);
     free(vals);
     free(out);
-    free(types);
     ds_gguf_writer_free(w);
     return st;
 }
@@ -603,7 +611,7 @@ static ds_status write_hf_config(maker *mk, ds_err *e) {
         {"Qwen3_5MoeForCausalLM", "Qwen3_5MoeForConditionalGeneration"}};
     static const char *const text_type[DS_ARCH_COUNT] = {"qwen3", "qwen3_5_text", "qwen3_5_moe_text"};
     static const char *const top_type[DS_ARCH_COUNT] = {"qwen3", "qwen3_5", "qwen3_5_moe"};
-    const char *dtype = !strcmp(mk->o->dtype, "f32") ? "float32" : !strcmp(mk->o->dtype, "f16") ? "float16" : "bfloat16";
+    const char *dtype = mk->ft->base == DS_F32 ? "float32" : mk->ft->base == DS_F16 ? "float16" : "bfloat16";
     json_t *root = json_object();
     int bad = 0;
     append(set(root, "architectures", json_array(), &bad), json_string(arch_class[c->arch][!flat]), &bad);
@@ -657,7 +665,7 @@ static ds_status write_hf_config(maker *mk, ds_err *e) {
     }
     if (mk->vocab.eot_id >= 0) set(t, "eos_token_id", number(mk->vocab.eot_id), &bad);
     if (mk->vocab.pad_id >= 0) set(t, "pad_token_id", number(mk->vocab.pad_id), &bad);
-    if (!strcmp(mk->o->dtype, "fp8")) { /* as the official FP8 releases describe themselves */
+    if (!strcasecmp(mk->o->dtype, "fp8")) { /* as the official FP8 releases describe themselves */
         json_t *q = set(root, "quantization_config", json_object(), &bad);
         set(q, "activation_scheme", json_string("dynamic"), &bad);
         set(q, "fmt", json_string("e4m3"), &bad);
@@ -797,10 +805,11 @@ static ds_status write_shard(maker *mk, hf_list *l, int shard, int n_shards, ds_
 }
 
 static ds_status write_hf(maker *mk, ds_err *e) {
-    ds_dtype type = DS_BF16;
-    int fp8 = !strcmp(mk->o->dtype, "fp8");
-    if (!fp8 && (ds_dtype_from_name(mk->o->dtype, &type) != 0 || (type != DS_F32 && type != DS_F16 && type != DS_BF16)))
+    int fp8 = !strcasecmp(mk->o->dtype, "fp8");
+    if (!ds_file_type_is_float(mk->ft))
         return ds_fail(e, DS_EINVAL, "--dtype %s: safetensors checkpoints hold f32, f16, bf16 or fp8", mk->o->dtype);
+    if (mk->ov) return ds_fail(e, DS_EINVAL, "--tensor-type: safetensors checkpoints hold one type; GGUF files take overrides");
+    ds_dtype type = mk->ft->base;
     if (mkdir(mk->o->out, 0755) != 0 && errno != EEXIST)
         return ds_fail(e, DS_EIO, "%s: cannot create directory: %s", mk->o->out, strerror(errno));
     ds_status s = write_hf_config(mk, e);
@@ -866,6 +875,8 @@ ds_status ds_make_model(const ds_make_options *o, ds_err *e) {
     }
     ds_vocab_free(&mk.vocab);
     free(mk.specs.specs);
+    free(mk.types);
+    ds_type_overrides_free(mk.ov);
     ds_pool_free(mk.pool);
     return s;
 }

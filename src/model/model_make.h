@@ -15,7 +15,9 @@
 typedef struct {
     const char *shape;          /* a ds_model_shape name */
     int n_layers;               /* 0: the shape's own */
-    const char *dtype;          /* f32 bf16 f16 q8_0 q4_k_m */
+    const char *dtype;          /* a llama-quantize file type name (see model_make_policy.h), any case */
+    const char *const *tensor_types; /* --tensor-type REGEX=TYPE overrides, the first match decides */
+    int n_tensor_types;
     ds_format format;
     uint64_t seed;
     float scale;                /* weight scale: matrices get std scale/sqrt(fan_in) */
@@ -49,7 +51,13 @@ ds_status ds_make_mtp_calibrate(const ds_model_config *cfg, const ds_make_option
 /* Turns Hugging Face form into GGUF form in place (norm +1, -exp(A_log),
  * grouped to tiled value heads) for one matrix of tensor s. */
 void ds_make_to_gguf_form(const ds_model_config *cfg, const ds_tensor_spec *s, float *data);
-/* The tensor type make-model writes to GGUF for dtype name `dtype`. */
+/* The tensor type make-model writes to GGUF for tensor s of a model with
+ * options o (file type and overrides); fails on an unknown file type, a bad
+ * override, or a tensor the model does not have. */
+ds_status ds_make_tensor_type(const ds_model_config *cfg, const ds_tensor_spec *s, const ds_make_options *o,
+                              ds_dtype *type, ds_err *e);
+/* The same for file type `dtype` without overrides, for tests; F32 where
+ * ds_make_tensor_type would fail. */
 ds_dtype ds_make_gguf_type(const ds_model_config *cfg, const ds_tensor_spec *s, const char *dtype);
 
 #endif

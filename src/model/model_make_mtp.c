@@ -163,7 +163,9 @@ static float *values_of(calib *k, const char *name, int norm) {
 /* Uploads values [rows][cols] rounded to the type the file gives tensor `s`. */
 static ds_status upload(calib *k, const ds_tensor_spec *s, const float *vals, int64_t rows, int64_t cols, int slot,
                         ds_bweight **out, ds_err *e) {
-    ds_dtype t = ds_make_gguf_type(k->c, s, k->o->dtype ? k->o->dtype : "f32");
+    ds_dtype t;
+    ds_status st = ds_make_tensor_type(k->c, s, k->o, &t, e);
+    if (st) return st;
     size_t rb = ds_dtype_row_bytes(t, cols);
     k->blocks[slot] = malloc(rb * (size_t)rows);
     if (!k->blocks[slot]) return ds_fail(e, DS_ENOMEM, "--mtp-agree: out of memory calibrating the MTP head");
@@ -256,7 +258,8 @@ ds_status ds_make_mtp_calibrate(const ds_model_config *c, const ds_make_options 
     char eh_name[64];
     snprintf(eh_name, sizeof eh_name, "blk.%d.nextn.eh_proj.weight", c->n_layer);
     found &= find_spec(c, eh_name, &eh);
-    ds_dtype eh_type = ds_make_gguf_type(c, &eh, o->dtype ? o->dtype : "f32");
+    ds_dtype eh_type = DS_F32;
+    if (found && (st = ds_make_tensor_type(c, &eh, o, &eh_type, e))) goto done;
     size_t F = sizeof(float);
     k.u = malloc((size_t)(N_SAMPLE * H) * F), k.y = malloc((size_t)(N_SAMPLE * H) * F);
     k.g = malloc((size_t)(N_SAMPLE * Fw) * F), k.a = malloc((size_t)(N_SAMPLE * Fw) * F);

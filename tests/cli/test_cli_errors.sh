@@ -209,7 +209,7 @@ expect_lines "info gguf tiny-qwen3" "$T/q3.gguf" \
     '^architecture +qwen3 \(' '^layer kinds +AA ' '^tensors +25: f32 x25$' \
     '^parameters +1738240 total .* 1738240 active per token \([^)]*\)$' '^KV cache +1024 bytes per token'
 if grep -q '^DeltaNet state' "$T/out" 2>/dev/null; then fail "info qwen3 has no DeltaNet state" "$(cat "$T/out")"; else ok "info qwen3 has no DeltaNet state"; fi
-expect_lines "info gguf q4_k_m" "$T/q4.gguf" '^tensors +71: f32 x30 q8_0 x3 q4_k x33 q6_k x5$' '^parameters +2797048 total'
+expect_lines "info gguf q4_k_m" "$T/q4.gguf" '^tensors +71: f32 x30 q4_k x33 q6_k x5 q5_0 x3$' '^parameters +2797048 total'
 
 # --- bad GGUF files ---
 size=$(stat -c %s "$G")
@@ -307,7 +307,7 @@ bad_option() { # NAME ARGS...
 bad_option "unknown option" --shape tiny --out "$T/x.gguf" --frobnicate
 bad_option "no --shape" --out "$T/x.gguf"
 bad_option "no --out" --shape tiny
-bad_option "bad --dtype" --shape tiny --out "$T/x.gguf" --dtype q3_k
+bad_option "bad --dtype" --shape tiny --out "$T/x.gguf" --dtype q3_k_x
 bad_option "bad --format" --shape tiny --out "$T/x.gguf" --format onnx
 bad_option "--layers 0" --shape tiny --out "$T/x.gguf" --layers 0
 bad_option "--layers not a number" --shape tiny --out "$T/x.gguf" --layers four

@@ -10,6 +10,8 @@ which makes the results bit-identical to the C reference, not merely close.
 
 import numpy as np
 
+import quants_grid  # the grid (iq) types have their own decoder
+
 # name -> (elements per block, bytes per block)
 FORMATS = {
     "f32": (1, 4),
@@ -308,6 +310,8 @@ def dequantize(name, raw):
         "tq2_0": _dequant_tq2_0,
     }
     if name not in decoders:
+        if name in quants_grid.FORMATS:
+            return quants_grid.dequantize(name, raw)
         raise ValueError(f"unknown format {name!r}")
     out = decoders[name](_blocks(raw, FORMATS[name][1]))
     assert out.dtype == F32, out.dtype  # a silent float64 promotion would break bit-exactness

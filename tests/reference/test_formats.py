@@ -286,8 +286,6 @@ def check_types(g, c, dtype):
     errors = []
     for name, t in g.tensors.items():
         want = q4_k_m_type(name, t.ne, c) if dtype == "q4_k_m" else converter_type(name, t.ne, dtype)
-        if want in ("q5_0", "q5_1"):
-            want = "q8_0"  # deltaserve has no Q5_0/Q5_1: its documented fallback for rows that K blocks do not fit
         if t.type_name != want:
             errors.append(f"{name} {t.ne}: {t.type_name}, llama.cpp's rules give {want}")
     return errors

@@ -130,8 +130,9 @@ static int make_model(int argc, char **argv, const char **tensor_types) {
         fprintf(stderr, ")\n");
         return 2;
     }
-    const ds_file_type *ft = ds_file_type_find(o.dtype);
-    if (!ft && !(o.format == DS_FORMAT_SAFETENSORS && !strcasecmp(o.dtype, "fp8"))) { /* FP8 checkpoints are Hugging Face's */
+    int fp8 = o.format == DS_FORMAT_SAFETENSORS && !strcasecmp(o.dtype, "fp8"); /* FP8 checkpoints are Hugging Face's */
+    const ds_file_type *ft = ds_file_type_find(fp8 ? "bf16" : o.dtype);
+    if (!ft) {
         fprintf(stderr, "deltaserve make-model: --dtype '%s' is not a file type (known:", o.dtype);
         for (int i = 0; i < ds_file_type_count(); i++) fprintf(stderr, "%s %s", i ? "," : "", ds_file_type_at(i)->name);
         fprintf(stderr, ")\n");
@@ -145,7 +146,7 @@ static int make_model(int argc, char **argv, const char **tensor_types) {
     }
     ds_type_overrides_free(ov);
     if (o.format == DS_FORMAT_SAFETENSORS && (!ds_file_type_is_float(ft) || o.n_tensor_types)) {
-        fprintf(stderr, "deltaserve make-model: safetensors checkpoints hold f32, f16 or bf16 (--dtype %s%s)\n", o.dtype,
+        fprintf(stderr, "deltaserve make-model: safetensors checkpoints hold f32, f16, bf16 or fp8 (--dtype %s%s)\n", o.dtype,
                 o.n_tensor_types ? ", --tensor-type" : "");
         return 2;
     }

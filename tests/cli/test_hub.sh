@@ -22,11 +22,11 @@ cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null; wait "$p" 2>/dev/nu
 trap cleanup EXIT
 
 # --- the repositories: a real model (the one served) and stand-in files ---
-if ! "$DS_BIN" make-model --shape tiny --dtype q8_0 --seed 3 --out "$T/q8_0.gguf" >/dev/null 2>"$T/mm.err"; then
+if ! "$DS_BIN" make-model --shape tiny --dtype q8_0 --seed 3 --out "$T/q8_0.gguf" --mtp-out "$T/mtp.gguf" >/dev/null 2>"$T/mm.err"; then
     fail make-model "$(cat "$T/mm.err")"; echo "RESULT passed=$passed failed=$failed"; exit 1
 fi
 fake() { head -c "$2" /dev/urandom >"$T/$1"; }
-fake q4_k_m.gguf 6000; fake iq4.bin 3000; fake q4ks.bin 3100; fake mmproj.bin 2000; fake mtp.bin 2500
+fake q4_k_m.gguf 6000; fake iq4.bin 3000; fake q4ks.bin 3100; fake mmproj.bin 2000
 fake shard1.bin 4000; fake shard2.bin 3000; fake big8.bin 1000; fake flaky.bin 400000; fake bad.bin 5000
 echo "# a tiny test model" >"$T/readme.md"
 C1=1111111111111111111111111111111111111111 C2=2222222222222222222222222222222222222222
@@ -36,7 +36,7 @@ cat >"$T/config.json" <<JSON
      "tiny-Q8_0.gguf", "mmproj-tiny-F16.gguf", "mtp-tiny-Q8_0.gguf"],
    "files": {"README.md": "$T/readme.md", "tiny-IQ4_XS.gguf": "$T/iq4.bin", "tiny-Q4_K_M.gguf": "$T/q4_k_m.gguf",
      "tiny-Q4_K_S.gguf": "$T/q4ks.bin", "tiny-Q8_0.gguf": "$T/q8_0.gguf", "mmproj-tiny-F16.gguf": "$T/mmproj.bin",
-     "mtp-tiny-Q8_0.gguf": "$T/mtp.bin"}},
+     "mtp-tiny-Q8_0.gguf": "$T/mtp.gguf"}},
  "test/split-GGUF": {"commit": "$C2", "lfs": ["Q6_K/big-Q6_K-00001-of-00002.gguf", "Q6_K/big-Q6_K-00002-of-00002.gguf", "big-Q8_0.gguf"],
    "files": {"Q6_K/big-Q6_K-00001-of-00002.gguf": "$T/shard1.bin", "Q6_K/big-Q6_K-00002-of-00002.gguf": "$T/shard2.bin",
      "big-Q8_0.gguf": "$T/big8.bin"}},
@@ -83,7 +83,7 @@ elif ls "$REPO/blobs" | grep -q 'incomplete\|lock'; then fail cache-layout "left
 else ok "cache-layout: blobs/SHA256, snapshots/COMMIT/NAME -> ../../blobs/SHA256, refs/main = commit"; fi
 
 if [ -L "$REPO/snapshots/$C1/mmproj-tiny-F16.gguf" ] && cmp -s "$REPO/snapshots/$C1/mmproj-tiny-F16.gguf" "$T/mmproj.bin" &&
-   cmp -s "$REPO/snapshots/$C1/mtp-tiny-Q8_0.gguf" "$T/mtp.bin" && grep -q "mtp $REPO/snapshots/$C1/mtp-tiny-Q8_0.gguf" "$T/err" &&
+   cmp -s "$REPO/snapshots/$C1/mtp-tiny-Q8_0.gguf" "$T/mtp.gguf" && grep -q "mtp $REPO/snapshots/$C1/mtp-tiny-Q8_0.gguf" "$T/err" &&
    [ ! -e "$REPO/snapshots/$C1/tiny-Q8_0.gguf" ] && [ ! -e "$REPO/snapshots/$C1/README.md" ]; then
     ok "sidecars: the mmproj and MTP files come along, nothing else"
 else fail sidecars "snapshot: $(ls "$REPO/snapshots/$C1" | tr '\n' ' ')" "$(cat "$T/err")"; fi
@@ -208,6 +208,10 @@ else
     if [ "$code" = 200 ] && grep -q '"choices"' "$T/chat.json" && grep -q "loading $REPO/snapshots/$C1/tiny-Q8_0.gguf" "$T/serve.err"; then
         ok "serve-hf: serve -hf test/tiny-GGUF:Q8_0 loads the cached file and answers a chat request for that model"
     else fail serve-hf "HTTP $code" "$(head -c 400 "$T/chat.json")" "$(cat "$T/serve.err")"; fi
+    # the repository's main file has no MTP head: drafts can only come from mtp-tiny-Q8_0.gguf beside it
+    drafts=$(curl -s "http://127.0.0.1:$port/metrics" | awk '$1 ~ /^vllm:spec_decode_num_draft_tokens_total/ {print $2}')
+    if awk -v d="${drafts:-0}" 'BEGIN {exit !(d > 0)}'; then ok "serve-hf-mtp: the separate MTP head drafts ($drafts draft tokens)"
+    else fail serve-hf-mtp "no draft tokens: ${drafts:-none}" "$(cat "$T/serve.err")"; fi
 fi
 kill "$srv" 2>/dev/null; wait "$srv" 2>/dev/null
 

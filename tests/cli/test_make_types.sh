@@ -149,7 +149,7 @@ refuse "unknown override type" "--tensor-type 'attn_q=q9_k': unknown type 'q9_k'
 refuse "override without '='" "--tensor-type 'attn_q': expected REGEX=TYPE" --tensor-type attn_q
 refuse "override without regex" "--tensor-type '=q8_0'" --tensor-type =q8_0
 refuse "override without type" "--tensor-type 'attn_q=': no type" --tensor-type attn_q=
-refuse "safetensors quantised" "safetensors checkpoints hold f32, f16 or bf16" --format safetensors --dtype Q4_K_M
+refuse "safetensors quantised" "safetensors checkpoints hold f32, f16, bf16 or fp8" --format safetensors --dtype Q4_K_M
 refuse "safetensors override" "--tensor-type" --format safetensors --dtype bf16 --tensor-type attn_q=f16
 
 echo "RESULT passed=$passed failed=$failed"

@@ -17,37 +17,8 @@
 
 #include "common/half.h"
 #include "kernels/dtype.h"
+#include "quant_testing.h"
 #include "testing.h"
-
-/* ------------------------------------------------------------------------ */
-/* Deterministic random numbers (state passed explicitly)                    */
-
-typedef struct { uint64_t s; } rng;
-
-static uint64_t rng_next(rng *r) { /* splitmix64 */
-    uint64_t z = (r->s += 0x9e3779b97f4a7c15ull);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
-}
-
-static double rng_uniform(rng *r) { return (double)(rng_next(r) >> 11) * (1.0 / 9007199254740992.0); }
-
-static double rng_gauss(rng *r) {
-    const double u = 1.0 - rng_uniform(r); /* (0, 1]: log stays finite */
-    const double v = rng_uniform(r);
-    return sqrt(-2.0 * log(u)) * cos(6.283185307179586 * v);
-}
-
-/* Gaussian row with a mean and ~1% outliers of several sigma, the shape of
- * real weight rows that simple absmax quantisers handle worst. */
-static void fill_row(rng *r, float *x, int64_t n, double sigma, double mean, int outliers) {
-    for (int64_t i = 0; i < n; i++) {
-        double v = rng_gauss(r);
-        if (outliers && rng_uniform(r) < 0.01) v *= 6.0;
-        x[i] = (float)(mean + sigma * v);
-    }
-}
 
 static const ds_dtype quant_types[] = {DS_Q8_0, DS_Q4_0, DS_Q4_K, DS_Q5_K, DS_Q6_K};
 #define N_QUANT_TYPES (int)(sizeof quant_types / sizeof quant_types[0])
@@ -232,29 +203,6 @@ static void test_multi_block_rows(void) {
 
 /* ------------------------------------------------------------------------ */
 /* (b) round trips                                                           */
-
-/* Round-trip RMSE relative to the signal RMS over rows of n elements. */
-static double roundtrip_rel_rmse(ds_dtype t, int64_t n, int rows, double sigma, double mean,
-                                 int outliers, uint64_t seed) {
-    rng r = {seed};
-    float *x = malloc((size_t)n * sizeof *x), *y = malloc((size_t)n * sizeof *y);
-    void *q = malloc(ds_dtype_row_bytes(t, n));
-    double err = 0, sig = 0;
-    for (int row = 0; row < rows; row++) {
-        fill_row(&r, x, n, sigma, mean, outliers);
-        ds_quantize_row(t, x, q, n);
-        ds_dequantize_row(t, q, y, n);
-        for (int64_t i = 0; i < n; i++) {
-            const double diff = (double)y[i] - x[i];
-            err += diff * diff;
-            sig += (double)x[i] * x[i];
-        }
-    }
-    free(x);
-    free(y);
-    free(q);
-    return sqrt(err / sig);
-}
 
 typedef struct {
     ds_dtype t;
@@ -520,22 +468,6 @@ static void random_block_bytes(rng *r, ds_dtype t, uint8_t *blk) {
         const uint16_t h = (uint16_t)(((bits & 1) << 15) | ((5 + (bits >> 1) % 16) << 10) | ((bits >> 8) & 0x3ff));
         memcpy(blk + scale_offsets[s], &h, 2);
     }
-}
-
-static int write_file(const char *dir, const char *name, const char *ext, const void *data, size_t size) {
-    char path[4096];
-    snprintf(path, sizeof path, "%s/%s.%s", dir, name, ext);
-    FILE *f = fopen(path, "wb");
-    if (!f) {
-        fprintf(stderr, "cannot create %s\n", path);
-        return 1;
-    }
-    const int ok = fwrite(data, 1, size, f) == size;
-    if (fclose(f) != 0 || !ok) {
-        fprintf(stderr, "cannot write %s\n", path);
-        return 1;
-    }
-    return 0;
 }
 
 static int dump_reference_rows(const char *dir) {

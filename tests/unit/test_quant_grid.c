@@ -21,38 +21,11 @@
 #include "kernels/dtype.h"
 #include "kernels/gblock.h"
 #include "kernels/grid_tables.h"
+#include "quant_testing.h"
 #include "testing.h"
 
 static const ds_dtype grid_types[] = {DS_IQ2_XXS, DS_IQ2_XS, DS_IQ2_S, DS_IQ3_XXS, DS_IQ3_S, DS_IQ1_S, DS_IQ1_M};
 #define N_GRID_TYPES (int)(sizeof grid_types / sizeof grid_types[0])
-
-/* ------------------------------------------------------------------------ */
-/* Deterministic random numbers                                              */
-
-typedef struct { uint64_t s; } rng;
-
-static uint64_t rng_next(rng *r) { /* splitmix64 */
-    uint64_t z = (r->s += 0x9e3779b97f4a7c15ull);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
-}
-
-static double rng_uniform(rng *r) { return (double)(rng_next(r) >> 11) * (1.0 / 9007199254740992.0); }
-
-static double rng_gauss(rng *r) {
-    const double u = 1.0 - rng_uniform(r);
-    return sqrt(-2.0 * log(u)) * cos(6.283185307179586 * rng_uniform(r));
-}
-
-/* Gaussian row with a mean and, if asked, ~1% outliers of 6 sigma. */
-static void fill_row(rng *r, float *x, int64_t n, double sigma, double mean, int outliers) {
-    for (int64_t i = 0; i < n; i++) {
-        double v = rng_gauss(r);
-        if (outliers && rng_uniform(r) < 0.01) v *= 6.0;
-        x[i] = (float)(mean + sigma * v);
-    }
-}
 
 /* A finite, nonzero fp16: sign random, exponent 5..20 (2^-10 .. 2^5). */
 static uint16_t random_f16(rng *r) {
@@ -268,28 +241,6 @@ static void test_levels_cover_decoded_levels(void) {
 /* ------------------------------------------------------------------------ */
 /* Quantisation                                                              */
 
-static double roundtrip_rel_rmse(ds_dtype t, int64_t n, int rows, double sigma, double mean, int outliers,
-                                 uint64_t seed) {
-    rng r = {seed};
-    float *x = malloc((size_t)n * sizeof *x), *y = malloc((size_t)n * sizeof *y);
-    void *q = malloc(row_bytes(t, n));
-    double err = 0, sig = 0;
-    for (int row = 0; row < rows; row++) {
-        fill_row(&r, x, n, sigma, mean, outliers);
-        ds_quantize_row(t, x, q, n);
-        ds_dequantize_row(t, q, y, n);
-        for (int64_t i = 0; i < n; i++) {
-            const double diff = (double)y[i] - x[i];
-            err += diff * diff;
-            sig += (double)x[i] * x[i];
-        }
-    }
-    free(x);
-    free(y);
-    free(q);
-    return sqrt(err / sig);
-}
-
 /* Relative RMS error bounds, about 5% above what the quantiser measures
  * (test_quant_grid --stats): on Gaussian rows, and on rows with a mean and
  * 1% outliers of 6 sigma. A plain nearest-codebook search: llama.cpp's
@@ -445,22 +396,6 @@ static void test_threads_build_tables_once(void) {
 
 /* ------------------------------------------------------------------------ */
 /* --dump and --stats                                                        */
-
-static int write_file(const char *dir, const char *name, const char *ext, const void *data, size_t size) {
-    char path[4096];
-    snprintf(path, sizeof path, "%s/%s.%s", dir, name, ext);
-    FILE *f = fopen(path, "wb");
-    if (!f) {
-        fprintf(stderr, "cannot create %s\n", path);
-        return 1;
-    }
-    const int ok = fwrite(data, 1, size, f) == size;
-    if (fclose(f) != 0 || !ok) {
-        fprintf(stderr, "cannot write %s\n", path);
-        return 1;
-    }
-    return 0;
-}
 
 /* Per type: 4 quantised rows of 512 (Gaussian at three scales, one with a
  * zero and a constant block), then 256 random valid blocks. */

@@ -20,33 +20,8 @@
 
 #include "common/half.h"
 #include "kernels/dtype.h"
+#include "quant_testing.h"
 #include "testing.h"
-
-typedef struct { uint64_t s; } rng;
-
-static uint64_t rng_next(rng *r) { /* splitmix64 */
-    uint64_t z = (r->s += 0x9e3779b97f4a7c15ull);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
-}
-
-static double rng_uniform(rng *r) { return (double)(rng_next(r) >> 11) * (1.0 / 9007199254740992.0); }
-
-static double rng_gauss(rng *r) {
-    const double u = 1.0 - rng_uniform(r); /* (0, 1]: log stays finite */
-    const double v = rng_uniform(r);
-    return sqrt(-2.0 * log(u)) * cos(6.283185307179586 * v);
-}
-
-/* Gaussian row with a mean and ~1% outliers of several sigma. */
-static void fill_row(rng *r, float *x, int64_t n, double sigma, double mean, int outliers) {
-    for (int64_t i = 0; i < n; i++) {
-        double v = rng_gauss(r);
-        if (outliers && rng_uniform(r) < 0.01) v *= 6.0;
-        x[i] = (float)(mean + sigma * v);
-    }
-}
 
 static const ds_dtype lowbit_types[] = {DS_Q4_1,   DS_Q5_0,   DS_Q5_1,  DS_Q2_K,  DS_Q3_K, DS_IQ4_NL,
                                         DS_IQ4_XS, DS_MXFP4, DS_NVFP4, DS_TQ1_0, DS_TQ2_0};
@@ -232,28 +207,6 @@ static void test_ternary_hand_blocks(void) {
 
 /* ------------------------------------------------------------------------ */
 /* round trips                                                               */
-
-static double roundtrip_rel_rmse(ds_dtype t, int64_t n, int rows, double sigma, double mean, int outliers,
-                                 uint64_t seed) {
-    rng r = {seed};
-    float *x = malloc((size_t)n * sizeof *x), *y = malloc((size_t)n * sizeof *y);
-    void *q = malloc(ds_dtype_row_bytes(t, n));
-    double err = 0, sig = 0;
-    for (int row = 0; row < rows; row++) {
-        fill_row(&r, x, n, sigma, mean, outliers);
-        ds_quantize_row(t, x, q, n);
-        ds_dequantize_row(t, q, y, n);
-        for (int64_t i = 0; i < n; i++) {
-            const double diff = (double)y[i] - x[i];
-            err += diff * diff;
-            sig += (double)x[i] * x[i];
-        }
-    }
-    free(x);
-    free(y);
-    free(q);
-    return sqrt(err / sig);
-}
 
 typedef struct {
     ds_dtype t;
@@ -477,22 +430,6 @@ static void random_block(rng *r, ds_dtype t, uint8_t *blk, int edge, int index) 
         static const uint8_t edges[] = {0x00, 0x01, 0x7E, 0x7F, 0x80, 0xFF, 0x08, 0x07};
         for (int s = 0; s < 4; s++) blk[s] = edges[(index * 4 + s) % 8];
     }
-}
-
-static int write_file(const char *dir, const char *name, const char *ext, const void *data, size_t size) {
-    char path[4096];
-    snprintf(path, sizeof path, "%s/%s.%s", dir, name, ext);
-    FILE *f = fopen(path, "wb");
-    if (!f) {
-        fprintf(stderr, "cannot create %s\n", path);
-        return 1;
-    }
-    const int ok = fwrite(data, 1, size, f) == size;
-    if (fclose(f) != 0 || !ok) {
-        fprintf(stderr, "cannot write %s\n", path);
-        return 1;
-    }
-    return 0;
 }
 
 static int dump_reference_rows(const char *dir) {

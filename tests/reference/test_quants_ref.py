@@ -23,12 +23,12 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import quants  # noqa: E402
 
 
-def compare(name, directory):
+def compare(name, directory, dequantize):
     """Returns None when the C and numpy decodings agree bit for bit, else a message."""
     with open(os.path.join(directory, name + ".bin"), "rb") as f:
         raw = f.read()
     want = np.fromfile(os.path.join(directory, name + ".f32"), dtype="<f4")
-    got = quants.dequantize(name, raw)
+    got = dequantize(name, raw)
     if got.shape != want.shape:
         return f"numpy decodes {got.size} elements, C wrote {want.size}"
     if not np.all(np.isfinite(want)):
@@ -40,6 +40,29 @@ def compare(name, directory):
         return (f"{differ.size} of {want.size} elements differ; first at {i}: "
                 f"numpy {got[i]!r} C {want[i]!r}; max abs diff {max_abs:g}")
     return None
+
+
+def check_dump(program, names, dequantize):
+    """Runs `program --dump` into a fresh folder and compares each named type's
+    files with `dequantize`, printing a line per type. Returns (passed, failed)."""
+    passed = failed = 0
+    with tempfile.TemporaryDirectory() as directory:
+        proc = subprocess.run([program, "--dump", directory], capture_output=True, text=True)
+        if proc.returncode != 0:
+            print(f"FAIL dump: {program} --dump exited {proc.returncode}: {proc.stderr.strip()}")
+            return 0, 1
+        for name in names:
+            try:
+                problem = compare(name, directory, dequantize)
+            except Exception as exc:  # a crash in one type must not hide the others
+                problem = f"{type(exc).__name__}: {exc}"
+            if problem:
+                failed += 1
+                print(f"FAIL {name}: {problem}")
+            else:
+                passed += 1
+                print(f"ok {name}")
+    return passed, failed
 
 
 # each dumping test program and the types whose files it writes
@@ -57,24 +80,9 @@ def main(argv):
         return 2
     passed = failed = 0
     for program, names in DUMPERS:
-        path = os.path.join(argv[1], program)
-        with tempfile.TemporaryDirectory() as directory:
-            proc = subprocess.run([path, "--dump", directory], capture_output=True, text=True)
-            if proc.returncode != 0:
-                failed += 1
-                print(f"FAIL dump: {path} --dump exited {proc.returncode}: {proc.stderr.strip()}")
-                continue
-            for name in names:
-                try:
-                    problem = compare(name, directory)
-                except Exception as exc:  # a crash in one type must not hide the others
-                    problem = f"{type(exc).__name__}: {exc}"
-                if problem:
-                    failed += 1
-                    print(f"FAIL {name}: {problem}")
-                else:
-                    passed += 1
-                    print(f"ok {name}")
+        ok, bad = check_dump(os.path.join(argv[1], program), names, quants.dequantize)
+        passed += ok
+        failed += bad
     print(f"RESULT passed={passed} failed={failed}")
     return 1 if failed else 0
 

@@ -22,4 +22,13 @@ int ds_grid_quantize(ds_dtype t, const float *src, void *dst, int64_t n);
 int ds_grid_gblock(ds_dtype t, const void *row, int64_t b, ds_gblock *out);
 const ds_glevels *ds_grid_levels(ds_dtype t);
 
+/* quant_ref.c, for the k-quant quantisers with a min (q4_K, q5_K, q2_K):
+ * least-squares fit of x ~ scale*L + shift over n elements from the sums
+ * sl = sum L, sl2 = sum L^2, slx = sum L*x, sum_x, sum_xx, with shift <= 0
+ * (the formats store mins unsigned, so zero must stay inside the range). The
+ * error is expanded from the sums rather than summed again. Returns the
+ * squared error, or INFINITY (scale and shift untouched) when no positive
+ * scale fits. */
+float ds_fit_affine_sums(int n, int sl, int sl2, float slx, float sum_x, float sum_xx, float *scale, float *shift);
+
 #endif

@@ -10,6 +10,7 @@
 #include <math.h>
 #include <string.h>
 
+#include "kernels/quant_int.h"
 #include "kernels/quant_lowbit.h"
 
 #define SUB 16                 /* elements per sub-block */
@@ -98,21 +99,7 @@ static float fit_affine(const float *x, const uint8_t *L, float sum_x, float sum
         sl2 += L[i] * L[i];
         slx += L[i] * x[i];
     }
-    const float det = (float)(SUB * sl2 - sl * sl);
-    float a = 0, b = 1;
-    if (det > 0) {
-        a = (SUB * slx - sl * sum_x) / det;
-        b = (sl2 * sum_x - sl * slx) / det;
-    }
-    if (b > 0) {
-        b = 0;
-        a = sl2 > 0 ? slx / sl2 : 0;
-    }
-    if (!(a > 0)) return INFINITY;
-    *a_out = a;
-    *b_out = b;
-    const float err = sum_xx - 2 * a * slx - 2 * b * sum_x + a * a * sl2 + 2 * a * b * sl + SUB * b * b;
-    return err > 0 ? err : 0;
+    return ds_fit_affine_sums(SUB, sl, sl2, slx, sum_x, sum_xx, a_out, b_out);
 }
 
 /* Fits one sub-block (unit range) to x ~ scale*L - offset with scale, offset >= 0. */

@@ -278,12 +278,8 @@ static double to_unit_range(const float *x, int n, float *xs) {
 /* A stored fp16 scale in the units of the scaled block. */
 static float f16_in_units(uint16_t h, double unit) { return (float)(ds_f16_to_f32(h) / unit); }
 
-/* Least-squares fit of x ~ scale*L + shift from the sums over the levels L,
- * with shift <= 0 (the format stores mins unsigned, so zero must stay inside
- * the range). The error is expanded from the sums rather than summed again.
- * Returns the squared error, or INFINITY when no positive scale fits. */
-static float fit_affine_sums(int n, int sl, int sl2, float slx, float sum_x, float sum_xx,
-                             float *scale, float *shift) {
+/* See quant_int.h; q2_K's quantiser (quant_lowbit_k.c) fits through it too. */
+float ds_fit_affine_sums(int n, int sl, int sl2, float slx, float sum_x, float sum_xx, float *scale, float *shift) {
     const float det = (float)(n * sl2 - sl * sl);
     float a = 0, b = 1;
     if (det > 0) {
@@ -314,7 +310,7 @@ static float fit_affine_levels(const float *x, int nmax, float inv, float origin
             sl2[k] += l * l;
             slx[k] += (float)l * x[i + k];
         }
-    return fit_affine_sums(K_SUB_ELEMS, lanes_isum(sl), lanes_isum(sl2), lanes_sum(slx), sum_x, sum_xx,
+    return ds_fit_affine_sums(K_SUB_ELEMS, lanes_isum(sl), lanes_isum(sl2), lanes_sum(slx), sum_x, sum_xx,
                            scale, shift);
 }
 

@@ -68,7 +68,7 @@ $(BIN): $(CLI_OBJ) $(BUILD)/libdeltaserve.a
 	@echo "  LINK    $@"
 	@$(CC) $(LDFLAGS) -o $@ $(CLI_OBJ) $(BUILD)/libdeltaserve.a $(LDLIBS)
 
-$(BUILD)/tests/%: tests/unit/%.c $(BUILD)/libdeltaserve.a tests/unit/testing.h tests/unit/quant_testing.h tests/unit/test_tokenizers.h
+$(BUILD)/tests/%: tests/unit/%.c $(BUILD)/libdeltaserve.a $(wildcard tests/unit/*.h)
 	@mkdir -p $(dir $@)
 	@echo "  TEST    $<"
 	@$(CC) $(CFLAGS) -Itests/unit -o $@ $< $(BUILD)/libdeltaserve.a $(LDLIBS)

@@ -10,25 +10,7 @@
 #include <stdlib.h>
 
 #include "kernels/dtype.h"
-
-/* Deterministic random numbers, state passed explicitly so each test's rows
- * depend on its seed alone. */
-typedef struct { uint64_t s; } rng;
-
-static inline uint64_t rng_next(rng *r) { /* splitmix64 */
-    uint64_t z = (r->s += 0x9e3779b97f4a7c15ull);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
-}
-
-static inline double rng_uniform(rng *r) { return (double)(rng_next(r) >> 11) * (1.0 / 9007199254740992.0); }
-
-static inline double rng_gauss(rng *r) {
-    const double u = 1.0 - rng_uniform(r); /* (0, 1]: log stays finite */
-    const double v = rng_uniform(r);
-    return sqrt(-2.0 * log(u)) * cos(6.283185307179586 * v);
-}
+#include "numeric_testing.h"
 
 /* Gaussian row with a mean and, if asked, ~1% outliers of 6 sigma: the shape
  * of real weight rows that simple absmax quantisers handle worst. */

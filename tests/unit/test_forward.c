@@ -13,6 +13,7 @@
 
 #include "model/model.h"
 #include "model/model_make.h"
+#include "numeric_testing.h"
 #include "testing.h"
 
 #define PAGE 16
@@ -87,16 +88,6 @@ static int run_alone(rig *r, int s, int from, int to, int step, ds_seq_mode mode
         if (ds_model_forward(r->m, &r->kv, &r->st, &b, &e) != DS_OK) { printf("forward: %s\n", e.msg); return -1; }
     }
     return 0;
-}
-
-static double rel_diff(const float *a, const float *b, size_t n) {
-    double md = 0, mx = 0;
-    for (size_t i = 0; i < n; i++) {
-        double d = fabs((double)a[i] - b[i]);
-        if (d > md || d != d) md = d != d ? INFINITY : d;
-        if (fabs(b[i]) > mx) mx = fabs(b[i]);
-    }
-    return md / (mx > 0 ? mx : 1);
 }
 
 static double logit_spread(const float *l, size_t n) {

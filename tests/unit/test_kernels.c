@@ -11,16 +11,8 @@
 
 #include "common/half.h"
 #include "kernels/kern.h"
+#include "numeric_testing.h"
 #include "testing.h"
-
-typedef struct { uint64_t s; } rng;
-static uint64_t next(rng *r) {
-    uint64_t z = (r->s += 0x9e3779b97f4a7c15ull);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
-}
-static float unif(rng *r) { return (float)((double)(next(r) >> 11) * (1.0 / 9007199254740992.0) * 2.0 - 1.0); }
 
 static const ds_isa levels[] = {DS_ISA_AVX2, DS_ISA_AVX512};
 
@@ -31,12 +23,12 @@ static uint8_t *make_weights(ds_dtype t, int64_t rows, int64_t cols, rng *r) {
     uint8_t *w = malloc(rb * (size_t)rows);
     float *x = malloc((size_t)cols * sizeof(float));
     for (int64_t i = 0; i < rows; i++) {
-        for (int64_t c = 0; c < cols; c++) x[c] = unif(r) * (1.0f + (float)(i % 3));
+        for (int64_t c = 0; c < cols; c++) x[c] = rng_symmetric(r) * (1.0f + (float)(i % 3));
         ds_quantize_row(t, x, w + (size_t)i * rb, cols);
     }
     if (rows > 2 && t != DS_F32 && t != DS_F16 && t != DS_BF16) {
         uint8_t *row = w + rb; /* random bytes, then scales made finite and small */
-        for (size_t k = 0; k < rb; k++) row[k] = (uint8_t)next(r);
+        for (size_t k = 0; k < rb; k++) row[k] = (uint8_t)rng_next(r);
         int be = ds_dtype_get(t)->block_elems, bb = ds_dtype_get(t)->block_bytes;
         for (int64_t b = 0; b < cols / be; b++) {
             uint8_t *blk = row + (size_t)b * (size_t)bb;
@@ -59,7 +51,7 @@ typedef struct {
 
 static void acts_make(acts *a, int64_t n, int64_t K, rng *r, ds_isa level) {
     a->x = malloc((size_t)(n * K) * sizeof(float));
-    for (int64_t i = 0; i < n * K; i++) a->x[i] = unif(r) * (i % 7 == 0 ? 8.0f : 1.0f);
+    for (int64_t i = 0; i < n * K; i++) a->x[i] = rng_symmetric(r) * (i % 7 == 0 ? 8.0f : 1.0f);
     if (n * K > 5) a->x[3] = 0.0f;
     a->xb = malloc((size_t)(n * K) * 2 + 2);
     a->qbuf = NULL;
@@ -119,7 +111,7 @@ static void test_activation_quantisation_matches_ref(void) {
         /* odd lengths for BF16 rounding, with NaN and inf */
         float v[37];
         uint16_t h1[37], h2[37];
-        for (int i = 0; i < 37; i++) v[i] = unif(&r) * 1e3f;
+        for (int i = 0; i < 37; i++) v[i] = rng_symmetric(&r) * 1e3f;
         v[5] = NAN;
         v[6] = INFINITY;
         v[7] = -0.0f;
@@ -130,17 +122,6 @@ static void test_activation_quantisation_matches_ref(void) {
         acts_free(&a);
         acts_free(&b);
     }
-}
-
-/* max |a - b| / max |b| */
-static double rel(const float *a, const float *b, size_t n) {
-    double md = 0, mx = 0;
-    for (size_t i = 0; i < n; i++) {
-        double d = fabs((double)a[i] - b[i]);
-        if (d > md || d != d) md = d != d ? INFINITY : d;
-        if (fabs(b[i]) > mx) mx = fabs(b[i]);
-    }
-    return md / (mx > 0 ? mx : 1);
 }
 
 static void check_type(ds_dtype t, const int64_t *colss, int ncols) {
@@ -178,7 +159,7 @@ static void check_type(ds_dtype t, const int64_t *colss, int ncols) {
                         f[i] = (float)s;
                         fx[i] = (float)sx;
                     }
-                    double d = rel(want, f, (size_t)rows), dx = rel(want, fx, (size_t)rows);
+                    double d = rel_diff(want, f, (size_t)rows), dx = rel_diff(want, fx, (size_t)rows);
                     CHECK(d <= 1e-5, "%s %lldx%lld: reference vs dequantised product: %.3e", ds_dtype_get(t)->name,
                           (long long)rows, (long long)cols, d);
                     CHECK(dx <= (t == DS_Q8_0 ? 5e-4 : quant ? 0.1 : t == DS_BF16 ? 2e-2 : 1e-5),
@@ -198,14 +179,14 @@ static void check_type(ds_dtype t, const int64_t *colss, int ncols) {
                         same &= memcmp(got + tt * (rows + 3), want + tt * (rows + 3), (size_t)rows * sizeof(float)) == 0;
                     CHECK(same, "%s %s: %lld rows x %lld cols, %lld tokens: differs from the reference (rel %.2e)",
                           ds_isa_name(levels[li]), ds_dtype_get(t)->name, (long long)rows, (long long)cols, (long long)n,
-                          rel(got, want, ysz));
+                          rel_diff(got, want, ysz));
 #if defined(__x86_64__)
                     if (t == DS_BF16 && levels[li] == DS_ISA_AVX512 && ds_cpu()->avx512bf16) {
                         memset(got, 0, ysz * sizeof(float));
                         run_mm(k, ds_mm_bf16_avx512bf16, t, w, rows, cols, &a, n, got, NULL);
                         double d = 0;
                         for (int64_t tt = 0; tt < n; tt++) {
-                            double e = rel(got + tt * (rows + 3), want + tt * (rows + 3), (size_t)rows);
+                            double e = rel_diff(got + tt * (rows + 3), want + tt * (rows + 3), (size_t)rows);
                             d = e > d ? e : d;
                         }
                         CHECK(d <= 1e-5, "avx512bf16: %lldx%lld, %lld tokens: rel %.3e", (long long)rows,
@@ -286,8 +267,8 @@ static void gdn_inputs(rng *r, int n, int Dk, int Dv, float *q, float *k, float 
     for (int t = 0; t < n; t++) {
         double nq = 0, nk = 0;
         for (int i = 0; i < Dk; i++) {
-            q[t * Dk + i] = unif(r);
-            k[t * Dk + i] = unif(r);
+            q[t * Dk + i] = rng_symmetric(r);
+            k[t * Dk + i] = rng_symmetric(r);
             nq += (double)q[t * Dk + i] * q[t * Dk + i];
             nk += (double)k[t * Dk + i] * k[t * Dk + i];
         }
@@ -295,11 +276,11 @@ static void gdn_inputs(rng *r, int n, int Dk, int Dv, float *q, float *k, float 
             q[t * Dk + i] = (float)(q[t * Dk + i] / sqrt(nq) / sqrt((double)Dk));
             k[t * Dk + i] = (float)(k[t * Dk + i] / sqrt(nk));
         }
-        for (int j = 0; j < Dv; j++) v[t * Dv + j] = unif(r) * 2.0f;
-        beta[t] = 0.5f + 0.5f * unif(r);
-        g[t] = -0.05f - 0.3f * (unif(r) + 1.0f);
+        for (int j = 0; j < Dv; j++) v[t * Dv + j] = rng_symmetric(r) * 2.0f;
+        beta[t] = 0.5f + 0.5f * rng_symmetric(r);
+        g[t] = -0.05f - 0.3f * (rng_symmetric(r) + 1.0f);
     }
-    for (int i = 0; i < Dk * Dv; i++) S[i] = unif(r) * 0.5f;
+    for (int i = 0; i < Dk * Dv; i++) S[i] = rng_symmetric(r) * 0.5f;
 }
 
 static void test_deltanet_kernels(void) {
@@ -346,7 +327,7 @@ static void test_deltanet_kernels(void) {
                         for (int t = 0; t < n; t++)
                             kk->gdn_step(S, q + t * Dk, k + t * Dk, v + t * Dv, beta[t], g[t], Dk, Dv, o + t * Dv);
                     }
-                    double eo = rel(o, ow, (size_t)n * Dv), es = rel(S, Sw, (size_t)Dk * Dv);
+                    double eo = rel_diff(o, ow, (size_t)n * Dv), es = rel_diff(S, Sw, (size_t)Dk * Dv);
                     CHECK(eo <= 2e-6 && es <= 2e-6, "%s %s Dk %d Dv %d n %d: output %.2e state %.2e",
                           ds_isa_name(all[ai]), chunked ? "chunk" : "step", Dk, Dv, n, eo, es);
                     if (n == 64 && Dk == 128) printf("     %s %s: output %.2e state %.2e\n", ds_isa_name(all[ai]), chunked ? "chunk" : "step", eo, es);

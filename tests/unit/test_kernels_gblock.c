@@ -14,24 +14,16 @@
 #include "kernels/backend.h"
 #include "kernels/gblock.h"
 #include "kernels/kern.h"
+#include "numeric_testing.h"
 #include "testing.h"
-
-typedef struct { uint64_t s; } rng;
-static uint64_t next(rng *r) {
-    uint64_t z = (r->s += 0x9e3779b97f4a7c15ull);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
-}
-static float unif(rng *r) { return (float)((double)(next(r) >> 11) * (1.0 / 9007199254740992.0) * 2.0 - 1.0); }
 
 static const ds_isa simd_levels[] = {DS_ISA_AVX2, DS_ISA_AVX512};
 
 /* a finite fp16 scale of either sign, zero now and then */
 static uint16_t rand_scale(rng *r, int zero_sometimes) {
-    if (zero_sometimes && next(r) % 5 == 0) return 0;
-    float v = 0.002f + 0.03f * fabsf(unif(r));
-    return ds_f32_to_f16(next(r) & 1 ? -v : v);
+    if (zero_sometimes && rng_next(r) % 5 == 0) return 0;
+    float v = 0.002f + 0.03f * fabsf(rng_symmetric(r));
+    return ds_f32_to_f16(rng_next(r) & 1 ? -v : v);
 }
 
 static void put16(uint8_t *p, uint16_t v) { memcpy(p, &v, 2); }
@@ -42,7 +34,7 @@ static void put16(uint8_t *p, uint16_t v) { memcpy(p, &v, 2); }
 static void rand_row(ds_dtype t, uint8_t *row, int64_t cols, rng *r) {
     const ds_dtype_info *ti = ds_dtype_get(t);
     size_t rb = ds_dtype_row_bytes(t, cols);
-    for (size_t k = 0; k < rb; k++) row[k] = (uint8_t)next(r);
+    for (size_t k = 0; k < rb; k++) row[k] = (uint8_t)rng_next(r);
     for (int64_t b = 0; b < cols / ti->block_elems; b++) {
         uint8_t *x = row + (size_t)b * (size_t)ti->block_bytes;
         switch (t) {
@@ -52,7 +44,7 @@ static void rand_row(ds_dtype t, uint8_t *row, int64_t cols, rng *r) {
         case DS_Q3_K: put16(x + 108, rand_scale(r, 0)); break;
         case DS_TQ1_0: put16(x + 52, rand_scale(r, 0)); break;
         case DS_TQ2_0: put16(x + 64, rand_scale(r, 0)); break;
-        case DS_MXFP4: x[0] = (uint8_t)(110 + next(r) % 41); break; /* 2^-18 .. 2^22: beyond f16 at the top */
+        case DS_MXFP4: x[0] = (uint8_t)(110 + rng_next(r) % 41); break; /* 2^-18 .. 2^22: beyond f16 at the top */
         case DS_IQ1_M: x[55] &= 0xBF; break; /* the scale spread over the top nibbles: exponent below 31 */
         case DS_NVFP4: break;                /* every byte is a finite UE4M3 scale */
         default: put16(x, rand_scale(r, 0)); break; /* d first: the legacy, iq4 and grid blocks */
@@ -75,7 +67,7 @@ typedef struct {
 
 static void acts_make(acts *a, int64_t n, int64_t K, rng *r) {
     a->x = malloc((size_t)(n * K) * sizeof(float));
-    for (int64_t i = 0; i < n * K; i++) a->x[i] = unif(r) * (i % 7 == 0 ? 8.0f : 1.0f);
+    for (int64_t i = 0; i < n * K; i++) a->x[i] = rng_symmetric(r) * (i % 7 == 0 ? 8.0f : 1.0f);
     a->buf = aligned_alloc(64, (ds_xq_bytes(n, K) + 63) / 64 * 64);
     ds_xq_init(&a->xq, a->buf, n, K);
     for (int64_t t = 0; t < n; t++) ds_quant_x_ref(&a->xq, t, a->x + t * K);
@@ -102,16 +94,6 @@ static void run_mm(const ds_kern *k, ds_dtype t, const uint8_t *w, int64_t rows,
     k->mm[t](&m, 0, mid);
     if (mid < rows) k->mm[t](&m, mid, rows);
     free(packed);
-}
-
-static double rel(const float *a, const float *b, size_t n) {
-    double md = 0, mx = 0;
-    for (size_t i = 0; i < n; i++) {
-        double d = fabs((double)a[i] - b[i]);
-        if (d > md || d != d) md = d != d ? INFINITY : d;
-        if (fabs(b[i]) > mx) mx = fabs(b[i]);
-    }
-    return md / (mx > 0 ? mx : 1);
 }
 
 static int n_types(ds_dtype *out) {
@@ -237,7 +219,7 @@ static void check_products(ds_dtype t, int64_t cols, int64_t rows, rng *r) {
                 for (int64_t c = 0; c < cols; c++) s += (double)row[c] * a.xq.q[c] * a.xq.d[c / 32];
                 f[i] = (float)s;
             }
-            double d = rel(want, f, (size_t)rows);
+            double d = rel_diff(want, f, (size_t)rows);
             CHECK(d <= 1e-5, "%s %lldx%lld: reference vs decoded product: %.3e", name, (long long)rows, (long long)cols, d);
             free(row);
             free(f);
@@ -251,7 +233,8 @@ static void check_products(ds_dtype t, int64_t cols, int64_t rows, rng *r) {
             for (int64_t tt = 0; tt < n; tt++)
                 same &= memcmp(got + tt * (rows + 3), want + tt * (rows + 3), (size_t)rows * sizeof(float)) == 0;
             CHECK(same, "%s %s: %lld rows x %lld cols, %lld tokens: differs from the reference (rel %.2e)",
-                  ds_isa_name(simd_levels[li]), name, (long long)rows, (long long)cols, (long long)n, rel(got, want, ysz));
+                  ds_isa_name(simd_levels[li]), name, (long long)rows, (long long)cols, (long long)n,
+                  rel_diff(got, want, ysz));
         }
     }
     free(want);
@@ -287,7 +270,7 @@ static void test_backend_batch_and_threads(void) {
     REQUIRE(ds_backend_cpu_new(3, &be3, &e) == DS_OK, "%s", e.msg);
     rng r = {17};
     float *x = malloc((size_t)(ntok * cols) * sizeof(float));
-    for (int64_t i = 0; i < ntok * cols; i++) x[i] = unif(&r);
+    for (int64_t i = 0; i < ntok * cols; i++) x[i] = rng_symmetric(&r);
     for (int i = 0; i < n; i++) {
         ds_dtype t = ts[i];
         const char *name = ds_dtype_get(t)->name;
@@ -369,7 +352,7 @@ static void test_nvfp4_widened(void) {
     REQUIRE(be->ops->reserve(be, &lim, &e) == DS_OK, "%s", e.msg);
     float *x = ds_be_alloc(be, 5 * (size_t)cols * 4), *ya = ds_be_alloc(be, 5 * (size_t)rows * 4);
     float *yb = ds_be_alloc(be, 5 * (size_t)rows * 4);
-    for (int64_t i = 0; i < 5 * cols; i++) x[i] = unif(&r);
+    for (int64_t i = 0; i < 5 * cols; i++) x[i] = rng_symmetric(&r);
     ds_be_matmul1(be, ya, rows, wa, x, cols, 5);
     ds_be_matmul1(be, yb, rows, wb, x, cols, 5);
     CHECK(memcmp(ya, yb, 5 * (size_t)rows * 4) == 0, "nvfp4 product differs from its bf16 copy's");

@@ -10,31 +10,15 @@
 
 #include "kernels/kern.h"
 #include "kernels/ops.h"
+#include "kernels/x86/avx2_rows.h"
 #include "kernels/x86/kscales.h"
 
 #define INLINE static inline __attribute__((always_inline))
 #define UNROLL _Pragma("GCC unroll 16")
 #define TT_MAX 4
 
-INLINE __m256i bcast4(const int8_t *p) {
-    int32_t v;
-    memcpy(&v, p, 4);
-    return _mm256_set1_epi32(v);
-}
-INLINE __m256i ld(const uint8_t *p) { return _mm256_loadu_si256((const __m256i *)p); }
 INLINE __m256 f16x8(const uint8_t *p) { return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)p)); }
 INLINE __m256i u8x8_epi32(const uint8_t *p) { return _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)p)); }
-INLINE __m256i i8x8_epi32(const uint8_t *p) { return _mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)p)); }
-
-INLINE void store_rows(float *y, __m256 v, int nrows) {
-    if (nrows >= 8) {
-        _mm256_storeu_ps(y, v);
-    } else {
-        float l[8];
-        _mm256_storeu_ps(l, v);
-        for (int i = 0; i < nrows; i++) y[i] = l[i];
-    }
-}
 
 /* ------------------------------------------------------------------------ */
 /* Activations                                                               */

@@ -6,10 +6,10 @@
  * no saturation). The numbers are kern.h NUMERICS'. Built with -mavx2 -mfma
  * -mf16c: call only when ds_cpu_level() >= AVX2. */
 #include <immintrin.h>
-#include <string.h>
 
 #include "kernels/gblock.h"
 #include "kernels/kern.h"
+#include "kernels/x86/avx2_rows.h"
 
 #define INLINE static inline __attribute__((always_inline))
 #define UNROLL _Pragma("GCC unroll 16")
@@ -21,27 +21,9 @@ typedef struct {
     int form;
 } gtab;
 
-INLINE __m256i bcast4(const int8_t *p) {
-    int32_t v;
-    memcpy(&v, p, 4);
-    return _mm256_set1_epi32(v);
-}
-INLINE __m256i ld(const uint8_t *p) { return _mm256_loadu_si256((const __m256i *)p); }
-
 /* 8 scales (rows 8h..8h+7) */
 INLINE __m256 scales8(const uint8_t *p, int h, int f32) {
     return f32 ? _mm256_loadu_ps((const float *)p + 8 * h) : _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(p + 16 * h)));
-}
-INLINE __m256i i8x8(const uint8_t *p) { return _mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)p)); }
-
-INLINE void store_rows(float *y, __m256 v, int nrows) {
-    if (nrows >= 8) {
-        _mm256_storeu_ps(y, v);
-    } else {
-        float l[8];
-        _mm256_storeu_ps(l, v);
-        for (int i = 0; i < nrows; i++) y[i] = l[i];
-    }
 }
 
 INLINE void levels(__m256i *w, const uint8_t *gp, int h, const gtab *tb) {
@@ -87,8 +69,8 @@ INLINE void tile(const ds_mm *m, const uint8_t *gp, int h, int64_t t0, const int
         __m256 dv = scales8(gp + f.d, h, f32);
         __m256i sca = _mm256_setzero_si256(), scb = sca;
         if (form & DS_GF_SC) {
-            sca = i8x8(gp + f.sc + 8 * h);
-            if (split) scb = i8x8(gp + f.sc + 16 + 8 * h);
+            sca = i8x8_epi32(gp + f.sc + 8 * h);
+            if (split) scb = i8x8_epi32(gp + f.sc + 16 + 8 * h);
         }
         __m256 dmv = _mm256_setzero_ps(), mna = dmv, mnb = dmv, has_min = dmv;
         int any_min = 0;
@@ -97,8 +79,8 @@ INLINE void tile(const ds_mm *m, const uint8_t *gp, int h, int64_t t0, const int
             has_min = _mm256_cmp_ps(dmv, _mm256_setzero_ps(), _CMP_NEQ_UQ);
             any_min = _mm256_movemask_ps(has_min);
             if (form & DS_GF_MNS) {
-                mna = _mm256_cvtepi32_ps(i8x8(gp + f.mn + 8 * h));
-                mnb = _mm256_cvtepi32_ps(i8x8(gp + f.mn + 16 + 8 * h));
+                mna = _mm256_cvtepi32_ps(i8x8_epi32(gp + f.mn + 8 * h));
+                mnb = _mm256_cvtepi32_ps(i8x8_epi32(gp + f.mn + 16 + 8 * h));
             } else {
                 mna = mnb = _mm256_set1_ps(1.0f);
             }

@@ -665,10 +665,15 @@ async function queueSuite() {
     const ac = new AbortController();
     const long = () => fetch(URL_ + '/v1/completions', { method: 'POST', signal: ac.signal, headers: { ...auth, 'Content-Type': 'application/json' },
       body: JSON.stringify({ model: MODEL, prompt: 'x', max_tokens: 4000, stream: true, ignore_eos: true }) }).catch(() => null);
+    // a slow build on a busy machine can take seconds to start a request: wait for the state, never a fixed time
+    const until = async (what, ok) => {
+      for (const t0 = Date.now(); !ok(await metrics()); await sleep(20))
+        if (Date.now() - t0 > 60000) throw new Error(`${what} not reached in 60 s`);
+    };
     const a = long();
-    for (let i = 0; i < 250 && (await metrics())['vllm:num_requests_running'] !== 1; i++) await sleep(20);
+    await until('one request running', (m) => m['vllm:num_requests_running'] === 1);
     const b = long();
-    for (let i = 0; i < 250 && (await metrics())['vllm:num_requests_waiting'] !== 1; i++) await sleep(20);
+    await until('one request waiting', (m) => m['vllm:num_requests_waiting'] === 1);
     const r = await raw('POST', '/v1/completions', { model: MODEL, prompt: 'x', max_tokens: 2 }, auth);
     ac.abort();
     await a; await b;

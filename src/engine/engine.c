@@ -144,7 +144,7 @@ ds_status ds_engine_new(ds_model *model, const ds_engine_params *params, ds_engi
     g->seq_n_rows = calloc((size_t)p.max_running, sizeof *g->seq_n_rows);
     g->logits = malloc((size_t)n_rows * (size_t)c->n_vocab * sizeof *g->logits);
     g->lookup_pages = malloc(((size_t)g->max_seq / (size_t)p.page_size + 1) * sizeof *g->lookup_pages);
-    g->allowed = malloc((size_t)c->n_vocab);
+    g->allowed = malloc(DS_MASK_WORDS(c->n_vocab) * sizeof *g->allowed);
     g->filtered = malloc((size_t)c->n_vocab * sizeof *g->filtered);
     if (!s && (!g->running || !g->rows || !g->seqs || !g->seq_req || !g->seq_first_row || !g->seq_n_rows ||
                !g->logits || !g->lookup_pages || !g->allowed || !g->filtered ||
@@ -639,11 +639,11 @@ static int sample_next(ds_engine *g, req *r, const float *logits) {
     const float *from = logits;
     if (r->p.filter && !r->filter_done) {
         int V = g->cfg->n_vocab;
-        memset(g->allowed, 0, (size_t)V);
+        memset(g->allowed, 0, DS_MASK_WORDS(V) * sizeof *g->allowed);
         ds_filter_result f = r->p.filter(r->p.filter_user, r->tokens + r->n_prompt, r->n_generated, g->allowed, V);
         if (f == DS_FILTER_DONE) r->filter_done = 1;
         if (f == DS_FILTER_MASK) {
-            for (int i = 0; i < V; i++) g->filtered[i] = g->allowed[i] ? logits[i] : -INFINITY;
+            for (int i = 0; i < V; i++) g->filtered[i] = DS_MASK_HAS(g->allowed, i) ? logits[i] : -INFINITY;
             from = g->filtered;
         }
     }

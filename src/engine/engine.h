@@ -84,16 +84,22 @@ typedef enum {
 } ds_fault_phase;
 
 /* A request may narrow which tokens it samples next (a tool call the client
- * requires). Called on the engine thread before each of the request's tokens
- * is drawn, with the tokens it generated so far: it either sets allowed[t] = 1
- * for every token it permits (at least one; the array arrives zeroed) and
+ * requires, an answer that must follow a grammar). Called on the engine thread
+ * before each of the request's tokens is drawn, with the tokens of its answer
+ * so far: it either sets bit t of allowed (words of 32 bits, (n_vocab + 31) / 32
+ * of them, arriving zeroed) for every token it permits (at least one) and
  * returns DS_FILTER_MASK, or returns DS_FILTER_FREE (any token this time) or
  * DS_FILTER_DONE (any token from now on; it is not called again). The others
- * keep their logits and are drawn from as usual. While a filter may still
- * narrow, its request does not speculate (drafts would be drawn unfiltered). */
+ * keep their logits and are drawn from as usual. A speculating request's
+ * answer may include drafts the model has not yet checked; the next call may
+ * then show a different answer past some point (drafts refused), and the
+ * filter takes back what it followed past the common prefix. */
 typedef enum { DS_FILTER_FREE = 0, DS_FILTER_MASK, DS_FILTER_DONE } ds_filter_result;
-typedef ds_filter_result (*ds_token_filter_fn)(void *user, const int32_t *generated, int n_generated, uint8_t *allowed,
+typedef ds_filter_result (*ds_token_filter_fn)(void *user, const int32_t *generated, int n_generated, uint32_t *allowed,
                                                int n_vocab);
+#define DS_MASK_WORDS(n_vocab) (((size_t)(n_vocab) + 31) / 32)
+#define DS_MASK_HAS(bits, t) ((int)(((bits)[(size_t)(t) >> 5] >> ((uint32_t)(t) & 31)) & 1u))
+#define DS_MASK_SET(bits, t) ((bits)[(size_t)(t) >> 5] |= 1u << ((uint32_t)(t) & 31))
 
 typedef struct {
     const int32_t *prompt;      /* copied by submit */

@@ -70,7 +70,7 @@ struct ds_engine {
     int *seq_first_row, *seq_n_rows;
     float *logits;
     ds_sampler_scratch scratch;
-    uint8_t *allowed;           /* [vocab] a token filter's answer */
+    uint32_t *allowed;          /* [DS_MASK_WORDS(vocab)] a token filter's answer, one bit per token */
     float *filtered;            /* [vocab] logits with the filtered-out tokens at -inf */
     int32_t *lookup_pages;
     /* shared with other threads */

@@ -200,7 +200,7 @@ void ds_json_constraint_init(ds_json_constraint *c, const ds_tokenizer *tok, con
     c->st.mode = M_START;
 }
 
-ds_filter_result ds_json_constraint_filter(void *user, const int32_t *generated, int n_generated, uint8_t *allowed,
+ds_filter_result ds_json_constraint_filter(void *user, const int32_t *generated, int n_generated, uint32_t *allowed,
                                            int n_vocab) {
     ds_json_constraint *c = user;
     for (; c->n_seen < n_generated && !c->broken; c->n_seen++) {
@@ -215,21 +215,21 @@ ds_filter_result ds_json_constraint_filter(void *user, const int32_t *generated,
     if (c->reasoning.open) {
         /* free text, but the end token would end the answer before its JSON began: only </think>
          * leads out of the reasoning */
-        memset(allowed, 1, (size_t)n_vocab);
+        memset(allowed, 0xff, DS_MASK_WORDS(n_vocab) * sizeof *allowed);
         for (int i = 0; i < c->n_end; i++)
-            if (c->end_ids[i] >= 0 && c->end_ids[i] < n_vocab) allowed[c->end_ids[i]] = 0, any = 1;
+            if (c->end_ids[i] >= 0 && c->end_ids[i] < n_vocab) allowed[c->end_ids[i] >> 5] &= ~(1u << (c->end_ids[i] & 31)), any = 1;
         return any ? DS_FILTER_MASK : DS_FILTER_FREE;
     }
     if (c->st.mode == M_DONE) {
         for (int i = 0; i < c->n_end; i++)
-            if (c->end_ids[i] >= 0 && c->end_ids[i] < n_vocab) allowed[c->end_ids[i]] = 1, any = 1;
+            if (c->end_ids[i] >= 0 && c->end_ids[i] < n_vocab) DS_MASK_SET(allowed, c->end_ids[i]), any = 1;
         if (!any) { c->broken = 1; return DS_FILTER_DONE; }
         return DS_FILTER_MASK;
     }
     int in_text = c->st.mode == M_STRING && c->st.sub == 0, n_plain = ds_tokenizer_n_tokens(c->tok);
     for (int32_t t = 0; t < n_vocab; t++) {
         if (in_text && t < n_plain && c->plain[t]) { /* stays inside the string, changes nothing */
-            allowed[t] = 1, any = 1;
+            DS_MASK_SET(allowed, t), any = 1;
             continue;
         }
         size_t len = 0;
@@ -237,7 +237,7 @@ ds_filter_result ds_json_constraint_filter(void *user, const int32_t *generated,
         /* control tokens (the end tokens among them) are not text, whatever they are spelt */
         if (!b || len == 0 || ds_tokenizer_is_special(c->tok, t)) continue;
         ds_json_state k = c->st;
-        if (ds_json_feed(&k, b, len)) allowed[t] = 1, any = 1;
+        if (ds_json_feed(&k, b, len)) DS_MASK_SET(allowed, t), any = 1;
     }
     if (!any) { /* a byte-level vocabulary always has a way on: this needs an odd tokenizer */
         c->broken = 1;

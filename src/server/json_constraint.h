@@ -51,7 +51,7 @@ void ds_json_constraint_init(ds_json_constraint *c, const ds_tokenizer *tok, con
                              const int32_t *end_ids, int n_end, int in_reasoning);
 
 /* The engine's token filter (ds_token_filter_fn); user is the ds_json_constraint. */
-ds_filter_result ds_json_constraint_filter(void *user, const int32_t *generated, int n_generated, uint8_t *allowed,
+ds_filter_result ds_json_constraint_filter(void *user, const int32_t *generated, int n_generated, uint32_t *allowed,
                                            int n_vocab);
 
 /* Feeds bytes to a state; 0 when they cannot continue a JSON object. (For tests.) */

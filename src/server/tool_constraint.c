@@ -116,7 +116,7 @@ static void feed(ds_tool_constraint *c, int32_t id) {
     c->done = k.opened;
 }
 
-ds_filter_result ds_tool_constraint_filter(void *user, const int32_t *generated, int n_generated, uint8_t *allowed,
+ds_filter_result ds_tool_constraint_filter(void *user, const int32_t *generated, int n_generated, uint32_t *allowed,
                                            int n_vocab) {
     ds_tool_constraint *c = user;
     for (; c->n_seen < n_generated && !c->done; c->n_seen++) feed(c, generated[c->n_seen]);
@@ -125,9 +125,9 @@ ds_filter_result ds_tool_constraint_filter(void *user, const int32_t *generated,
     if (c->reasoning.open) {
         /* free text, but the end token would end the answer before its call: only </think> leads
          * out of the reasoning */
-        memset(allowed, 1, (size_t)n_vocab);
+        memset(allowed, 0xff, DS_MASK_WORDS(n_vocab) * sizeof *allowed);
         for (int i = 0; i < c->n_end; i++)
-            if (c->end_ids[i] >= 0 && c->end_ids[i] < n_vocab) allowed[c->end_ids[i]] = 0, any = 1;
+            if (c->end_ids[i] >= 0 && c->end_ids[i] < n_vocab) allowed[c->end_ids[i] >> 5] &= ~(1u << (c->end_ids[i] & 31)), any = 1;
         return any ? DS_FILTER_MASK : DS_FILTER_FREE;
     }
     cursor start = cursor_of(c);
@@ -138,7 +138,7 @@ ds_filter_result ds_tool_constraint_filter(void *user, const int32_t *generated,
         cursor k = start;
         size_t i = 0;
         while (i < len && !k.opened && advance(c, &k, (unsigned char)b[i])) i++;
-        if (i == len || k.opened) allowed[t] = 1, any = 1;
+        if (i == len || k.opened) DS_MASK_SET(allowed, t), any = 1;
     }
     if (!any) { /* every byte is a token in a byte-level vocabulary, so this needs an odd tokenizer */
         c->done = 1;

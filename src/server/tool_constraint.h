@@ -49,7 +49,7 @@ ds_status ds_tool_constraint_init(ds_tool_constraint *c, const ds_tokenizer *tok
 void ds_tool_constraint_free(ds_tool_constraint *c);
 
 /* The engine's token filter (ds_token_filter_fn); user is the ds_tool_constraint. */
-ds_filter_result ds_tool_constraint_filter(void *user, const int32_t *generated, int n_generated, uint8_t *allowed,
+ds_filter_result ds_tool_constraint_filter(void *user, const int32_t *generated, int n_generated, uint32_t *allowed,
                                            int n_vocab);
 
 #endif

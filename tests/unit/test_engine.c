@@ -489,7 +489,7 @@ typedef struct {
 
 static int32_t subset_token(int n, int j) { return (int32_t)((n * 37 + j * 101 + 5) % 1000); }
 
-static ds_filter_result force_filter(void *u, const int32_t *gen, int n, uint8_t *allowed, int n_vocab) {
+static ds_filter_result force_filter(void *u, const int32_t *gen, int n, uint32_t *allowed, int n_vocab) {
     forcer *f = u;
     f->calls++;
     if (f->done) f->calls_after_done++;
@@ -503,9 +503,9 @@ static ds_filter_result force_filter(void *u, const int32_t *gen, int n, uint8_t
         return DS_FILTER_DONE;
     }
     if (f->sampling)
-        for (int j = 0; j < 3; j++) allowed[subset_token(n, j) % n_vocab] = 1;
+        for (int j = 0; j < 3; j++) DS_MASK_SET(allowed, subset_token(n, j) % n_vocab);
     else
-        allowed[f->force[n]] = 1;
+        DS_MASK_SET(allowed, f->force[n]);
     return DS_FILTER_MASK;
 }
 

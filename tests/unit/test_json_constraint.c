@@ -167,7 +167,7 @@ static int walk(const ds_tokenizer *tok, const uint8_t *plain, int n_vocab, int 
     int32_t end_ids[1] = {ds_tokenizer_find(tok, "<|endoftext|>")};
     ds_json_constraint c;
     ds_json_constraint_init(&c, tok, plain, end_ids, 1, in_reasoning);
-    uint8_t *allowed = malloc((size_t)n_vocab);
+    uint32_t *allowed = malloc(DS_MASK_WORDS(n_vocab) * sizeof *allowed);
     int32_t *gen = malloc(MAX_WALK * sizeof *gen), *cand = malloc((size_t)n_vocab * sizeof *cand),
             *close = malloc((size_t)n_vocab * sizeof *close);
     char *text = malloc(MAX_WALK * 64);
@@ -175,18 +175,18 @@ static int walk(const ds_tokenizer *tok, const uint8_t *plain, int n_vocab, int 
     int n = 0, ok = 0, think = in_reasoning ? 3 : -1;
     int32_t think_end = ds_tokenizer_find(tok, "</think>");
     while (n < MAX_WALK - 1) {
-        memset(allowed, 0, (size_t)n_vocab);
+        memset(allowed, 0, DS_MASK_WORDS(n_vocab) * sizeof *allowed);
         ds_filter_result f = ds_json_constraint_filter(&c, gen, n, allowed, n_vocab);
         if (think >= 0) { /* inside the reasoning: anything but the end token, which would end it with no JSON */
-            CHECK(f == DS_FILTER_MASK && !allowed[end_ids[0]] && allowed[think_end] && allowed[70],
-                  "inside the reasoning (%d tokens in): filter %d, end token allowed %d", n, (int)f, allowed[end_ids[0]]);
+            CHECK(f == DS_FILTER_MASK && !DS_MASK_HAS(allowed, end_ids[0]) && DS_MASK_HAS(allowed, think_end) && DS_MASK_HAS(allowed, 70),
+                  "inside the reasoning (%d tokens in): filter %d, end token allowed %d", n, (int)f, DS_MASK_HAS(allowed, end_ids[0]));
             gen[n++] = think-- > 0 ? 70 + (int32_t)(rnd() % 10) : think_end;
             continue;
         }
         if (f != DS_FILTER_MASK) { CHECK(0, "the filter let go after %d tokens", n); break; }
         int n_cand = 0, n_close = 0;
         for (int32_t t = 0; t < n_vocab; t++) {
-            if (!allowed[t]) continue;
+            if (!DS_MASK_HAS(allowed, t)) continue;
             CHECK(t == end_ids[0] || !ds_tokenizer_is_special(tok, t), "control token %d allowed", t);
             cand[n_cand++] = t;
             size_t len = 0;
@@ -247,7 +247,7 @@ static void test_walks_qwen3_vocab(void) {
     /* what one narrowed step costs inside a string and before a value (printed, not judged) */
     uint8_t *plain = ds_json_plain_tokens(t);
     int V = ds_tokenizer_n_tokens(t);
-    uint8_t *allowed = calloc((size_t)V, 1);
+    uint32_t *allowed = calloc(DS_MASK_WORDS(V), sizeof *allowed);
     static const char *const at[2] = {"{\"key\": \"text", "{\"key\": "};
     for (int i = 0; plain && allowed && i < 2; i++) {
         ds_json_constraint c;

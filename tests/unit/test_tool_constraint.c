@@ -93,7 +93,7 @@ static void walk(const ds_tokenizer *tok, int n_vocab, int check_every_token, in
     REQUIRE(end_ids[0] >= 0, "no <|endoftext|> token");
     REQUIRE(ds_tool_constraint_init(&c, tok, (ds_call_form)s.form, s.tools, s.only, end_ids, 1, s.in_reasoning, &e) == DS_OK,
             "init: %s", e.msg);
-    uint8_t *allowed = malloc((size_t)n_vocab);
+    uint32_t *allowed = malloc(DS_MASK_WORDS(n_vocab) * sizeof *allowed);
     int32_t gen[MAX_WALK], *cand = malloc((size_t)n_vocab * sizeof *cand);
     char text[4096];
     size_t tn = 0;
@@ -104,13 +104,13 @@ static void walk(const ds_tokenizer *tok, int n_vocab, int check_every_token, in
     size_t close_next = 0;
     ds_filter_result fr = DS_FILTER_FREE;
     while (n < MAX_WALK) {
-        memset(allowed, 0, (size_t)n_vocab);
+        memset(allowed, 0, DS_MASK_WORDS(n_vocab) * sizeof *allowed);
         fr = ds_tool_constraint_filter(&c, gen, n, allowed, n_vocab);
         if (fr == DS_FILTER_DONE) break;
         int32_t t;
         if (reasoning) { /* anything but the end token, which would end the answer with no call */
-            CHECK(fr == DS_FILTER_MASK && !allowed[end_ids[0]] && allowed[think_end] && allowed[65],
-                  "inside the reasoning (%d tokens in): filter %d, end token allowed %d", n, (int)fr, allowed[end_ids[0]]);
+            CHECK(fr == DS_FILTER_MASK && !DS_MASK_HAS(allowed, end_ids[0]) && DS_MASK_HAS(allowed, think_end) && DS_MASK_HAS(allowed, 65),
+                  "inside the reasoning (%d tokens in): filter %d, end token allowed %d", n, (int)fr, DS_MASK_HAS(allowed, end_ids[0]));
             if (ds_t_case_failed) goto out;
             /* reasoning: a few ordinary tokens, then </think> (whole or in pieces) */
             if (think_steps > 0) { think_steps--; t = 65 + (int32_t)(rnd() % 20); }
@@ -126,16 +126,16 @@ static void walk(const ds_tokenizer *tok, int n_vocab, int check_every_token, in
         for (int32_t v = 0; v < n_vocab; v++) {
             size_t len = 0;
             const char *b = ds_tokenizer_token_bytes(tok, v, &len);
-            if (allowed[v]) cand[n_cand++] = v;
-            if (!check_every_token && !allowed[v] && rnd() % 64) continue;
+            if (DS_MASK_HAS(allowed, v)) cand[n_cand++] = v;
+            if (!check_every_token && !DS_MASK_HAS(allowed, v) && rnd() % 64) continue;
             int want = 0;
             if (b && len > 0 && tn + len < sizeof text) {
                 memcpy(text + tn, b, len);
                 want = text_fits(&s, text, tn + len);
             }
             (*n_compared)++;
-            if (want != allowed[v]) {
-                CHECK(0, "token %d (%zu bytes) after %zu bytes: filter says %d, the check %d", v, len, tn, allowed[v], want);
+            if (want != DS_MASK_HAS(allowed, v)) {
+                CHECK(0, "token %d (%zu bytes) after %zu bytes: filter says %d, the check %d", v, len, tn, DS_MASK_HAS(allowed, v), want);
                 goto out;
             }
         }
@@ -158,7 +158,7 @@ static void walk(const ds_tokenizer *tok, int n_vocab, int check_every_token, in
     CHECK(fr == DS_FILTER_DONE, "the filter never let go (%d tokens)", n);
     CHECK(text_opens(&s, text, tn), "the answer does not open an allowed call: '%.*s'", (int)tn, text);
     /* once open, it stays out of the way */
-    memset(allowed, 0, (size_t)n_vocab);
+    memset(allowed, 0, DS_MASK_WORDS(n_vocab) * sizeof *allowed);
     gen[n] = 0;
     CHECK(ds_tool_constraint_filter(&c, gen, n + 1, allowed, n_vocab) == DS_FILTER_DONE, "after the opening");
 out:
@@ -192,7 +192,7 @@ static void test_walks_qwen3_vocab(void) {
     ds_tool_constraint c;
     ds_err e = {0};
     int V = ds_tokenizer_n_tokens(t);
-    uint8_t *allowed = malloc((size_t)V);
+    uint32_t *allowed = malloc(DS_MASK_WORDS(V) * sizeof *allowed);
     if (tools && allowed && ds_tool_constraint_init(&c, t, DS_CALL_XML, tools, NULL, NULL, 0, 0, &e) == DS_OK) {
         struct timespec a, b;
         clock_gettime(CLOCK_MONOTONIC, &a);
@@ -223,12 +223,12 @@ static void test_forms_and_errors(void) {
     /* the first step allows exactly what starts "<tool_call>" */
     REQUIRE(ds_tool_constraint_init(&c, t, DS_CALL_XML, tools, NULL, NULL, 0, 0, &e) == DS_OK, "%s", e.msg);
     int V = ds_tokenizer_n_tokens(t);
-    uint8_t *allowed = calloc((size_t)V, 1);
+    uint32_t *allowed = calloc(DS_MASK_WORDS(V), sizeof *allowed);
     CHECK(ds_tool_constraint_filter(&c, NULL, 0, allowed, V) == DS_FILTER_MASK, "narrowed from the start");
     int32_t tc = ds_tokenizer_find(t, "<tool_call>"), lt = ds_tokenizer_find(t, "<");
-    CHECK(tc >= 0 && allowed[tc] && lt >= 0 && allowed[lt], "<tool_call> and < allowed");
+    CHECK(tc >= 0 && DS_MASK_HAS(allowed, tc) && lt >= 0 && DS_MASK_HAS(allowed, lt), "<tool_call> and < allowed");
     int32_t nl = ds_tokenizer_find(t, "\xC4\x8A"); /* "\n" in the byte-level alphabet */
-    CHECK(nl >= 0 && !allowed[nl], "no leading whitespace without reasoning");
+    CHECK(nl >= 0 && !DS_MASK_HAS(allowed, nl), "no leading whitespace without reasoning");
     free(allowed);
     ds_tool_constraint_free(&c);
     json_decref(tools);

@@ -5,10 +5,18 @@
 #include "grammar/matcher.h"
 #include "grammar/matcher_int.h"
 
-/* A matcher that runs into these has met a grammar whose stacks do not repeat
- * (or an answer far longer than any request allows): it refuses from then on. */
-#define MAX_NODES (1 << 22)
-#define MAX_STATES (1 << 20)
+/* A matcher's byte budget: one that runs into it has met a grammar whose
+ * stacks do not repeat (or an answer far longer than any request allows),
+ * and refuses from then on (matcher.h: ds_matcher_failed). A state costs its
+ * transition table, a node its entry and its hash slot. */
+#define SPACE_BUDGET (48u << 20)
+#define STATE_BYTES (sizeof(gr_state) + 256 * sizeof(int32_t) + 2 * sizeof(int32_t))
+#define NODE_BYTES (sizeof(gr_node) + 2 * sizeof(int32_t))
+
+static int over_budget(const gr_space *sp) {
+    return (size_t)sp->n_states * STATE_BYTES + (size_t)sp->n_nodes * NODE_BYTES + sp->n_items * sizeof(int32_t) >
+           SPACE_BUDGET;
+}
 
 static uint64_t mix(uint64_t x) {
     x += 0x9e3779b97f4a7c15ull;
@@ -79,7 +87,7 @@ static int32_t node(gr_space *sp, uint32_t pos, int32_t parent) {
         const gr_node *n = &sp->nodes[sp->node_table[h]];
         if (n->pos == pos && n->parent == parent) return sp->node_table[h];
     }
-    if (sp->n_nodes >= MAX_NODES || !grow((void **)&sp->nodes, &sp->cap_nodes, sp->n_nodes + 1, sizeof *sp->nodes)) {
+    if (over_budget(sp) || !grow((void **)&sp->nodes, &sp->cap_nodes, sp->n_nodes + 1, sizeof *sp->nodes)) {
         sp->overflow = 1;
         return -1;
     }
@@ -162,7 +170,7 @@ static int32_t intern_tmp(gr_space *sp, int from) {
             return sp->state_table[k];
         }
     }
-    if (sp->n_states >= MAX_STATES || !grow((void **)&sp->states, &sp->cap_states, sp->n_states + 1, sizeof *sp->states)) {
+    if (over_budget(sp) || !grow((void **)&sp->states, &sp->cap_states, sp->n_states + 1, sizeof *sp->states)) {
         sp->overflow = 1;
         sp->n_tmp = from;
         return -1;
@@ -269,6 +277,8 @@ int ds_matcher_accept(ds_matcher *m, const char *bytes, size_t len) {
 }
 
 int ds_matcher_steps(const ds_matcher *m) { return m->n_hist - 1; }
+
+int ds_matcher_failed(const ds_matcher *m) { return m->sp.overflow; }
 
 void ds_matcher_rollback(ds_matcher *m, int n_steps) {
     if (n_steps > m->n_hist - 1) n_steps = m->n_hist - 1;

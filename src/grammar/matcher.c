@@ -13,6 +13,10 @@
 #define STATE_BYTES (sizeof(gr_state) + 256 * sizeof(int32_t) + 2 * sizeof(int32_t))
 #define NODE_BYTES (sizeof(gr_node) + 2 * sizeof(int32_t))
 
+/* Stacks one state may hold: an ambiguous grammar (a repetition next to a recursion that
+ * can start with the same bytes) multiplies them with every byte. */
+#define MAX_STACKS 2048
+
 static int over_budget(const gr_space *sp) {
     return (size_t)sp->n_states * STATE_BYTES + (size_t)sp->n_nodes * NODE_BYTES + sp->n_items * sizeof(int32_t) >
            SPACE_BUDGET;
@@ -99,6 +103,7 @@ static int32_t node(gr_space *sp, uint32_t pos, int32_t parent) {
 }
 
 static void add_tmp(gr_space *sp, int32_t n) {
+    if (sp->n_tmp >= 8 * MAX_STACKS) { sp->overflow = 1; return; }
     if (!grow((void **)&sp->tmp, &sp->cap_tmp, sp->n_tmp + 1, sizeof *sp->tmp)) { sp->overflow = 1; return; }
     sp->tmp[sp->n_tmp++] = n;
 }
@@ -107,7 +112,7 @@ static void add_tmp(gr_space *sp, int32_t n) {
  * the bottom: references open their rule's alternatives, ends return to the frame below. */
 static void expand(gr_space *sp, uint32_t pos, int32_t parent) {
     const ds_grammar *g = sp->g;
-    for (;;) {
+    while (!sp->overflow) {
         gr_elem e = g->el[pos];
         if (e.kind == E_BYTES) {
             int32_t n = node(sp, pos, parent);
@@ -160,6 +165,7 @@ static int32_t intern_tmp(gr_space *sp, int from) {
     int m = 1;
     for (int i = 1; i < n; i++)
         if (v[i] != v[m - 1]) v[m++] = v[i];
+    if (m > MAX_STACKS) { sp->overflow = 1; sp->n_tmp = from; return -1; }
     uint64_t h = 0x12345;
     for (int i = 0; i < m; i++) h = mix(h ^ (uint64_t)v[i]);
     size_t mask = (size_t)sp->state_tcap - 1, k = h & mask;

@@ -645,8 +645,8 @@ static ds_status flatten(parser *ps, ds_grammar *g, ds_err *e) {
     return DS_OK;
 }
 
-ds_status gr_parse_gbnf(const char *text, size_t len, ds_grammar *g, ds_err *e);
-ds_status gr_parse_gbnf(const char *text, size_t len, ds_grammar *g, ds_err *e) {
+ds_status ds_gr_parse_gbnf(const char *text, size_t len, ds_grammar *g, ds_err *e);
+ds_status ds_gr_parse_gbnf(const char *text, size_t len, ds_grammar *g, ds_err *e) {
     parser ps = {.src = text, .p = text, .end = text + len, .e = e};
     memset(ps.single, -1, sizeof ps.single);
     ds_status st = DS_OK;

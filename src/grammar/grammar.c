@@ -6,7 +6,7 @@
 
 #include "grammar/grammar_int.h"
 
-ds_status gr_parse_gbnf(const char *text, size_t len, ds_grammar *g, ds_err *e);
+ds_status ds_gr_parse_gbnf(const char *text, size_t len, ds_grammar *g, ds_err *e);
 
 /* nullable[r]: rule r can match the empty string */
 static void compute_nullable(const ds_grammar *g, uint8_t *nullable) {
@@ -80,7 +80,7 @@ ds_status ds_grammar_parse(const char *gbnf, size_t len, ds_grammar **out, ds_er
     ds_grammar *g = calloc(1, sizeof *g);
     if (!g) return ds_fail(e, DS_ENOMEM, "grammar: out of memory");
     atomic_init(&g->refs, 1);
-    ds_status st = gr_parse_gbnf(gbnf ? gbnf : "", gbnf ? len : 0, g, e);
+    ds_status st = ds_gr_parse_gbnf(gbnf ? gbnf : "", gbnf ? len : 0, g, e);
     if (!st) st = check_left_recursion(g, e);
     if (st) {
         ds_grammar_unref(g);
@@ -96,7 +96,7 @@ void ds_grammar_ref(ds_grammar *g) {
 
 void ds_grammar_unref(ds_grammar *g) {
     if (!g || atomic_fetch_sub(&g->refs, 1) != 1) return;
-    gr_clear_caches(g);
+    ds_gr_clear_caches(g);
     free(g->pos_cache);
     free(g->state_cache);
     for (int r = 0; r < g->n_rules; r++) free(g->rule_names ? g->rule_names[r] : NULL);

@@ -89,6 +89,6 @@ struct ds_grammar {
 };
 
 /* Clears the mask caches (the vocabulary changed, or they outgrew their budget). */
-void gr_clear_caches(ds_grammar *g);
+void ds_gr_clear_caches(ds_grammar *g);
 
 #endif

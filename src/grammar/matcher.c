@@ -40,7 +40,7 @@ static int grow(void **p, int *cap, int need, size_t size) {
     return 1;
 }
 
-int gr_space_init(gr_space *sp, const ds_grammar *g) {
+int ds_gr_space_init(gr_space *sp, const ds_grammar *g) {
     memset(sp, 0, sizeof *sp);
     sp->g = g;
     sp->node_tcap = 1024;
@@ -55,7 +55,7 @@ int gr_space_init(gr_space *sp, const ds_grammar *g) {
     return 1;
 }
 
-void gr_space_free(gr_space *sp) {
+void ds_gr_space_free(gr_space *sp) {
     for (int i = 0; i < sp->n_states; i++) free(sp->states[i].trans);
     free(sp->states);
     free(sp->state_table);
@@ -200,21 +200,21 @@ static int32_t intern_tmp(gr_space *sp, int from) {
     return id;
 }
 
-int32_t gr_state_at(gr_space *sp, uint32_t pos, int32_t parent) {
+int32_t ds_gr_state_at(gr_space *sp, uint32_t pos, int32_t parent) {
     int from = sp->n_tmp;
     expand(sp, pos, parent);
     return intern_tmp(sp, from);
 }
 
-int32_t gr_node_on(gr_space *sp, uint32_t pos, int32_t parent) { return node(sp, pos, parent); }
+int32_t ds_gr_node_on(gr_space *sp, uint32_t pos, int32_t parent) { return node(sp, pos, parent); }
 
-int32_t gr_state_of_nodes(gr_space *sp, const int32_t *nodes, int n) {
+int32_t ds_gr_state_of_nodes(gr_space *sp, const int32_t *nodes, int n) {
     int from = sp->n_tmp;
     for (int i = 0; i < n; i++) add_tmp(sp, nodes[i]);
     return intern_tmp(sp, from);
 }
 
-int32_t gr_state_after_frame(gr_space *sp, int32_t n) {
+int32_t ds_gr_state_after_frame(gr_space *sp, int32_t n) {
     int32_t parent = sp->nodes[n].parent;
     int from = sp->n_tmp;
     if (parent == 0) add_tmp(sp, 0);
@@ -222,7 +222,7 @@ int32_t gr_state_after_frame(gr_space *sp, int32_t n) {
     return intern_tmp(sp, from);
 }
 
-int32_t gr_trans(gr_space *sp, int32_t s, unsigned char b) {
+int32_t ds_gr_trans(gr_space *sp, int32_t s, unsigned char b) {
     if (sp->states[s].trans && sp->states[s].trans[b] != -2) return sp->states[s].trans[b];
     if (!sp->states[s].trans) {
         int32_t *t = malloc(256 * sizeof *t);
@@ -247,8 +247,8 @@ int32_t gr_trans(gr_space *sp, int32_t s, unsigned char b) {
 ds_status ds_matcher_new(ds_grammar *g, ds_matcher **out, ds_err *e) {
     *out = NULL;
     ds_matcher *m = calloc(1, sizeof *m);
-    if (!m || !gr_space_init(&m->sp, g) || !grow((void **)&m->hist, &m->cap_hist, 16, sizeof *m->hist)) {
-        if (m) gr_space_free(&m->sp), free(m->hist), free(m);
+    if (!m || !ds_gr_space_init(&m->sp, g) || !grow((void **)&m->hist, &m->cap_hist, 16, sizeof *m->hist)) {
+        if (m) ds_gr_space_free(&m->sp), free(m->hist), free(m);
         return ds_fail(e, DS_ENOMEM, "matcher: out of memory");
     }
     m->g = g;
@@ -267,7 +267,7 @@ ds_status ds_matcher_new(ds_grammar *g, ds_matcher **out, ds_err *e) {
 
 void ds_matcher_free(ds_matcher *m) {
     if (!m) return;
-    gr_space_free(&m->sp);
+    ds_gr_space_free(&m->sp);
     free(m->hist);
     ds_grammar_unref(m->g);
     free(m);
@@ -275,7 +275,7 @@ void ds_matcher_free(ds_matcher *m) {
 
 int ds_matcher_accept(ds_matcher *m, const char *bytes, size_t len) {
     int32_t s = m->hist[m->n_hist - 1];
-    for (size_t i = 0; i < len && s >= 0; i++) s = gr_trans(&m->sp, s, (unsigned char)bytes[i]);
+    for (size_t i = 0; i < len && s >= 0; i++) s = ds_gr_trans(&m->sp, s, (unsigned char)bytes[i]);
     if (s < 0) return 0;
     if (!grow((void **)&m->hist, &m->cap_hist, m->n_hist + 1, sizeof *m->hist)) return 0;
     m->hist[m->n_hist++] = s;

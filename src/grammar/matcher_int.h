@@ -45,19 +45,19 @@ typedef struct {
     int overflow;       /* a limit was reached: the matcher refuses everything from then on */
 } gr_space;
 
-int gr_space_init(gr_space *sp, const ds_grammar *g);
-void gr_space_free(gr_space *sp);
+int ds_gr_space_init(gr_space *sp, const ds_grammar *g);
+void ds_gr_space_free(gr_space *sp);
 /* The state of the stacks expand(pos) gives on top of node parent (-1 when none). */
-int32_t gr_state_at(gr_space *sp, uint32_t pos, int32_t parent);
+int32_t ds_gr_state_at(gr_space *sp, uint32_t pos, int32_t parent);
 /* The state after node n's frame completed: its parent's continuation (the bottom alone
  * when n stands on the bottom). */
-int32_t gr_state_after_frame(gr_space *sp, int32_t n);
+int32_t ds_gr_state_after_frame(gr_space *sp, int32_t n);
 /* The node (pos, parent), made if new (-1 when out of room). */
-int32_t gr_node_on(gr_space *sp, uint32_t pos, int32_t parent);
+int32_t ds_gr_node_on(gr_space *sp, uint32_t pos, int32_t parent);
 /* The state of these nodes (tops of stacks), -1 when there are none. */
-int32_t gr_state_of_nodes(gr_space *sp, const int32_t *nodes, int n);
+int32_t ds_gr_state_of_nodes(gr_space *sp, const int32_t *nodes, int n);
 /* The state after byte b (-1: b is not allowed). */
-int32_t gr_trans(gr_space *sp, int32_t s, unsigned char b);
+int32_t ds_gr_trans(gr_space *sp, int32_t s, unsigned char b);
 
 struct ds_matcher {
     ds_grammar *g;

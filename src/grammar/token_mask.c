@@ -58,7 +58,7 @@ static void walk(gr_space *sp, walker *w, int32_t start, int n, const int32_t *v
         int d = lcp[i] < ok ? lcp[i] : ok;
         if (i == 0) d = 0;
         while (d < len) {
-            int32_t s = gr_trans(sp, st[d], b[d]);
+            int32_t s = ds_gr_trans(sp, st[d], b[d]);
             if (s < 0) break;
             st[++d] = s;
         }
@@ -80,7 +80,7 @@ static int walk_trie(gr_space *sp, walker *w, int32_t start, const walk_sink *si
     for (int x = 1; x < v->n_nodes;) {
         int d = v->node_depth[x];
         while (n_ends && ends[n_ends - 1] >= d) n_ends--;
-        int32_t s = gr_trans(sp, st[d - 1], v->node_byte[x]);
+        int32_t s = ds_gr_trans(sp, st[d - 1], v->node_byte[x]);
         if (s < 0) {
             if (n_ends) /* every token below completed the frames on the way: uncertain */
                 for (int y = x; y < x + (int)v->node_size[x]; y++)
@@ -201,8 +201,8 @@ static gr_position_entry *position_entry(ds_matcher *m, walker *w, int32_t nd) {
 
     pe_build b = {.v = v, .pe = pe, .limit_u = v->n / 8 + 64};
     /* the two frames on their own: the continuation below copied onto the bottom */
-    int32_t below = sp->nodes[nd].parent, copy = below ? gr_node_on(sp, sp->nodes[below].pos, 0) : 0;
-    int32_t start = copy >= 0 ? gr_state_at(sp, sp->nodes[nd].pos, copy) : -1;
+    int32_t below = sp->nodes[nd].parent, copy = below ? ds_gr_node_on(sp, sp->nodes[below].pos, 0) : 0;
+    int32_t start = copy >= 0 ? ds_gr_state_at(sp, sp->nodes[nd].pos, copy) : -1;
     walk_sink sink = {pe_accept, pe_uncertain, &b};
     if (start >= 0) walk_trie(sp, w, start, &sink, &pe->wide);
     if (b.failed || m->sp.overflow) {
@@ -253,7 +253,7 @@ static gr_position_entry *position_entry(ds_matcher *m, walker *w, int32_t nd) {
 
 /* --- whole-state masks --- */
 
-void gr_clear_caches(ds_grammar *g) {
+void ds_gr_clear_caches(ds_grammar *g) {
     if (g->pos_cache)
         for (int i = 0; i < g->pos_cap; i++) free_entry(g->pos_cache[i]), g->pos_cache[i] = NULL;
     g->n_pos = 0;
@@ -271,7 +271,7 @@ void gr_clear_caches(ds_grammar *g) {
 
 static int bind_vocab(ds_grammar *g, const ds_vocab_index *v) {
     if (g->cache_vocab == v && g->pos_cache) return 1;
-    gr_clear_caches(g);
+    ds_gr_clear_caches(g);
     if (!g->pos_cache && !grow_entries(g)) return 0;
     if (!g->state_cache) {
         g->n_state_buckets = 4096;
@@ -347,14 +347,14 @@ int ds_matcher_fill_mask(ds_matcher *m, const ds_vocab_index *v, uint32_t *bits)
         int32_t a1 = sp->nodes[nd].parent;
         if (pe->n_uncertain && a1 != 0 && sp->nodes[a1].parent != 0) {
             /* both frames completed: what the stack below them takes */
-            int32_t below = gr_state_after_frame(sp, a1);
+            int32_t below = ds_gr_state_after_frame(sp, a1);
             mask_sink ms = {.bits = bits, .v = v, .vi = pe->u_token};
             walk_sink sink = {mask_accept, NULL, &ms};
             if (below >= 0) walk(sp, &w, below, pe->n_uncertain, pe->u_token, pe->u_off, pe->u_lcp, &sink);
         }
     }
     if (!fail && n_wide) {
-        int32_t ws = gr_state_of_nodes(sp, nodes, n_wide);
+        int32_t ws = ds_gr_state_of_nodes(sp, nodes, n_wide);
         mask_sink ms = {.bits = bits, .v = v, .vi = NULL};
         walk_sink sink = {mask_accept, NULL, &ms};
         if (ws >= 0) walk_trie(sp, &w, ws, &sink, NULL);
@@ -367,7 +367,7 @@ int ds_matcher_fill_mask(ds_matcher *m, const ds_vocab_index *v, uint32_t *bits)
         return 0;
     }
     int n_allowed = popcount_words(bits, words);
-    if (g->cache_bytes + words * sizeof *bits > CACHE_BUDGET) gr_clear_caches(g), bind_vocab(g, v);
+    if (g->cache_bytes + words * sizeof *bits > CACHE_BUDGET) ds_gr_clear_caches(g), bind_vocab(g, v);
     gr_state_mask *c = malloc(sizeof *c);
     uint32_t *copy = malloc(words * sizeof *copy);
     uint64_t *kcopy = malloc(n * sizeof *kcopy);

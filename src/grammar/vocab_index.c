@@ -76,7 +76,9 @@ ds_status ds_vocab_index_new(const ds_tokenizer *tok, ds_vocab_index **out, ds_e
     v->len = malloc(((size_t)v->n + 1) * sizeof *v->len);
     v->lcp = malloc(((size_t)v->n + 1) * sizeof *v->lcp);
     v->bytes = malloc(total + 1);
-    if (!v->off || !v->len || !v->lcp || !v->bytes) goto oom;
+    v->space_ids = malloc(((size_t)v->n + 1) * sizeof *v->space_ids);
+    v->space_len = malloc((size_t)v->n + 1);
+    if (!v->off || !v->len || !v->lcp || !v->bytes || !v->space_ids || !v->space_len) goto oom;
     size_t at = 0;
     for (int i = 0; i < v->n; i++) {
         size_t len = 0;
@@ -93,7 +95,7 @@ ds_status ds_vocab_index_new(const ds_tokenizer *tok, ds_vocab_index **out, ds_e
         }
         v->lcp[i] = l;
         if ((int)len > v->max_len) v->max_len = (int)len;
-        int space = len <= 4 && v->n_space < 64;
+        int space = len <= 4;
         for (size_t k = 0; k < len && space; k++) space = b[k] == ' ' || b[k] == '\n' || b[k] == '\t' || b[k] == '\r';
         if (space) v->space_ids[v->n_space] = v->ids[i], v->space_len[v->n_space++] = (uint8_t)len;
         at += len;
@@ -118,6 +120,8 @@ void ds_vocab_index_free(ds_vocab_index *v) {
     free(v->node_size);
     free(v->node_token);
     free(v->node_ntok);
+    free(v->space_ids);
+    free(v->space_len);
     free(v);
 }
 

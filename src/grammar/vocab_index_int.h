@@ -22,8 +22,8 @@ struct ds_vocab_index {
     uint32_t *node_size;
     int32_t *node_token;   /* the index position of the first token ending here, or -1 */
     uint8_t *node_ntok;    /* tokens ending here (equal bytes: consecutive index positions) */
-    int32_t space_ids[64]; /* tokens made of at most 4 whitespace bytes (after a reasoning part) */
-    uint8_t space_len[64];
+    int32_t *space_ids;    /* tokens made of at most 4 whitespace bytes (after a reasoning part) */
+    uint8_t *space_len;
     int n_space;
 };
 

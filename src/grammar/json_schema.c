@@ -338,7 +338,7 @@ static const json_t *flatten(gen *g, const json_t *s, int depth);
 static const json_t *merge2(gen *g, const json_t *a, const json_t *b) {
     if (json_is_true(a)) return b;
     if (json_is_true(b)) return a;
-    if (json_is_false(a) || json_is_false(b)) return failf(g, DS_EUNSUPPORTED, "allOf with a false schema admits no value%s", ""), NULL;
+    if (json_is_false(a) || json_is_false(b)) return json_false(); /* a property one branch forbids */
     json_t *m = keep(g, json_object());
     if (!m) return NULL;
     const char *k;
@@ -423,7 +423,8 @@ static const json_t *flatten(gen *g, const json_t *s, int depth) {
     if (!rest) return NULL;
     json_object_del(rest, "allOf");
     json_object_del(rest, "$ref");
-    const json_t *acc = rest;
+    /* the referenced schema and the branches first: their properties come first */
+    const json_t *acc = json_true();
     if (ref) {
         if (!json_is_string(ref)) return failf(g, DS_EINVAL, "'$ref' must be a string%s", ""), NULL;
         const json_t *t = resolve_ref(g, json_string_value(ref));
@@ -441,7 +442,7 @@ static const json_t *flatten(gen *g, const json_t *s, int depth) {
             if (!f || !(acc = merge2(g, acc, f))) return NULL;
         }
     }
-    return acc;
+    return merge2(g, acc, rest);
 }
 
 /* --- literal JSON values (enum, const) --- */
@@ -700,7 +701,7 @@ static int gen_number(gen *g, const json_t *s, ds_gtext *out) {
     const char *frac = " \".\" [0-9]* [1-9] [0-9]*";
     int k = 0;
     ds_gtext_put(out, "(");
-    if (any_int) { int_range(out, lo, hi); k++; }
+    if (any_int) { int_range(out, lo, hi); ds_gtext_put(out, " (\".\" \"0\"+)?"); k++; }
     if (p_lo <= p_hi) {
         ds_gtext_put(out, k++ ? " | " : "");
         uint_range(out, p_lo, p_hi);
@@ -947,6 +948,13 @@ static int gen_object(gen *g, const json_t *s, const char *hint, ds_gtext *out) 
     const char *k;
     const json_t *v;
     json_object_foreach((json_t *)props, k, v) {
+        if (json_is_object(v) && json_object_get(v, "allOf")) { /* a merged property may turn out false */
+            size_t old = path_push(g, "properties");
+            path_push(g, k);
+            v = flatten(g, v, 0);
+            path_pop(g, old);
+            if (!v) { ok = 0; goto out; }
+        }
         int r = 0;
         for (size_t i = 0; i < n_req; i++) r |= !strcmp(json_string_value(json_array_get(req, i)), k);
         if (json_is_false(v)) { /* a property that must be absent */

@@ -4,8 +4,7 @@
  * sets of code points) and the tree is written out as one GBNF rule. Sets are
  * sorted lists of code point ranges, so that negation, \D inside a class and
  * the JSON split (" \ and control characters take escaped forms) are exact.
- * \d \w \s have their ASCII meaning (ECMAScript's; Python's with re.ASCII);
- * . is any code point but \n (Python). */
+ * See regex.h for \d \w \s and their negations. */
 #include "grammar/regex.h"
 
 #include <stdint.h>
@@ -119,6 +118,7 @@ static ds_status fail(parser *p, ds_status code, const char *what) {
     return p->st;
 }
 
+/* \d \w \s: their ASCII members, which every engine agrees on. */
 static int add_class_escape(parser *p, cset *s, char c) {
     switch (c) {
     case 'd': case 'D': return set_add(p, s, '0', '9');
@@ -127,6 +127,27 @@ static int add_class_escape(parser *p, cset *s, char c) {
                set_add(p, s, 'a', 'z');
     default: return set_add(p, s, '\t', '\r') && set_add(p, s, ' ', ' '); /* s S */
     }
+}
+
+/* The code points that some engine (Python's str patterns, ECMAScript)
+ * counts as whitespace beyond ASCII's: a negated \s must leave them out. */
+static int add_wide_space(parser *p, cset *s) {
+    static const uint32_t R[][2] = {{0x1C, 0x1F}, {0x85, 0x85}, {0xA0, 0xA0}, {0x1680, 0x1680}, {0x2000, 0x200A},
+                                    {0x2028, 0x2029}, {0x202F, 0x202F}, {0x205F, 0x205F}, {0x3000, 0x3000}, {0xFEFF, 0xFEFF}};
+    for (size_t i = 0; i < sizeof R / sizeof R[0]; i++) if (!set_add(p, s, R[i][0], R[i][1])) return 0;
+    return 1;
+}
+
+/* Keeps the ASCII part of s. */
+static void set_ascii(cset *s) {
+    int k = 0;
+    for (int i = 0; i < s->n; i++) {
+        if (s->r[i].lo > 0x7F) continue;
+        s->r[k] = s->r[i];
+        if (s->r[k].hi > 0x7F) s->r[k].hi = 0x7F;
+        k++;
+    }
+    s->n = k;
 }
 
 static int hexval(char c) {
@@ -151,9 +172,13 @@ static int parse_escape(parser *p, int in_class, uint32_t *cp, cset *s) {
     char c = p->s[p->pos++];
     switch (c) {
     case 'd': case 'w': case 's': return add_class_escape(p, s, c) ? 2 : 0;
-    case 'D': case 'W': case 'S': {
+    case 'D': case 'W': case 'S': { /* the ASCII characters that are not \d \w \s (see regex.h) */
         cset t = {0};
-        if (!add_class_escape(p, &t, c) || !set_negate(p, &t)) { free(t.r); return 0; }
+        if (!add_class_escape(p, &t, c) || (c == 'S' && !set_add(p, &t, 0x1C, 0x1F)) || !set_negate(p, &t)) {
+            free(t.r);
+            return 0;
+        }
+        set_ascii(&t);
         int ok = 1;
         for (int i = 0; i < t.n && ok; i++) ok = set_add(p, s, t.r[i].lo, t.r[i].hi);
         free(t.r);
@@ -230,7 +255,7 @@ static node *parse_class(parser *p) {
     if (!x) return NULL;
     int neg = p->pos < p->n && p->s[p->pos] == '^';
     if (neg) p->pos++;
-    int first = 1;
+    int first = 1, ascii_only = 0;
     for (;;) {
         if (p->pos >= p->n) { p->pos = open; fail(p, DS_EINVAL, "unterminated character class"); goto bad; }
         if (p->s[p->pos] == ']' && !first) { p->pos++; break; }
@@ -239,8 +264,13 @@ static node *parse_class(parser *p) {
         int k;
         if (p->s[p->pos] == '\\') {
             p->pos++;
+            char esc = p->pos < p->n ? p->s[p->pos] : 0;
             if (!(k = parse_escape(p, 1, &lo, &x->set))) goto bad;
-            if (k == 2) continue;
+            if (k == 2) {
+                if ((esc == 's' || esc == 'S') && neg && !add_wide_space(p, &x->set)) goto bad;
+                ascii_only |= esc != 's';
+                continue;
+            }
         } else if (!next_cp(p, &lo)) goto bad;
         hi = lo;
         if (p->pos + 1 < p->n && p->s[p->pos] == '-' && p->s[p->pos + 1] != ']') {
@@ -258,6 +288,8 @@ static node *parse_class(parser *p) {
         if (!set_add(p, &x->set, lo, hi)) goto bad;
     }
     if (neg ? !set_negate(p, &x->set) : (set_normalize(&x->set), 0)) goto bad;
+    /* [^\d] and the like: Python counts non-ASCII digits and letters in \d \w, ECMAScript does not */
+    if (neg && ascii_only) set_ascii(&x->set);
     if (x->set.n == 0) { p->pos = open; fail(p, DS_EUNSUPPORTED, "character class that matches nothing"); goto bad; }
     return x;
 bad:

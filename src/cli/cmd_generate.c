@@ -20,6 +20,7 @@
 
 static void usage(FILE *f) {
     fprintf(f, "usage: deltaserve generate (-m PATH | -hf ORG/NAME[:QUANT]) -p TEXT [-n N] [--temp T] [--top-p P] [--top-k K] [--seed S]\n"
+               "                           [--json-schema FILE | --grammar FILE | --regex PATTERN]\n"
                "  -m PATH       GGUF file or Hugging Face directory\n"
                DS_CLI_HUB_HELP
                "  -p TEXT       the prompt (used as is: no chat template)\n"

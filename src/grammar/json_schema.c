@@ -817,7 +817,15 @@ static int gen_string(gen *g, const json_t *s, ds_gtext *out) {
 static int gen_item_rule(gen *g, const json_t *s, const char *hint, char **rule) {
     ds_gtext body = {0};
     int ok = gen_value(g, s, &body);
-    if (ok && (*rule = rule_name(g, hint))) add_rule(g, *rule, &body);
+    char item[80];
+    snprintf(item, sizeof item, "%s-item", hint);
+    if (ok && body.p && !strpbrk(body.p, " ()\"[")) { /* a rule already: no wrapper */
+        if ((*rule = rule_name(g, "unused"))) {
+            free(*rule);
+            *rule = g->names[g->n_names - 1] = strdup(body.p);
+            if (!*rule) ok = oom(g);
+        }
+    } else if (ok && (*rule = rule_name(g, item))) add_rule(g, *rule, &body);
     ds_gtext_free(&body);
     return ok && *rule;
 }
@@ -1073,7 +1081,7 @@ out:
 
 static const char *hint_of(gen *g) {
     const char *h = strrchr(g->path, '/');
-    return h && h[1] ? h + 1 : "value";
+    return h && h[1] ? h + 1 : "top";
 }
 
 static int gen_type(gen *g, const json_t *s, unsigned t, ds_gtext *out) {

@@ -904,8 +904,9 @@ static char *gen_key_not_in(gen *g, const char **keys, int n, size_t depth) {
     if (!rule) return NULL;
     ds_gtext b = {0};
     int terminal = 0, alts = 0;
-    uint32_t seen[256];
+    uint32_t *seen = malloc((size_t)(n ? n : 1) * sizeof *seen); /* first characters taken so far */
     int n_seen = 0;
+    if (!seen) { oom(g); return NULL; }
     ds_gtext_put(&b, "(");
     for (int i = 0; i < n; i++) {
         size_t len = strlen(keys[i]);
@@ -915,11 +916,11 @@ static char *gen_key_not_in(gen *g, const char **keys, int n, size_t depth) {
         if (cp < 0x20 || cp == '"' || cp == '\\') continue; /* never written without an escape */
         int dup = 0;
         for (int j = 0; j < n_seen; j++) dup |= seen[j] == (uint32_t)cp;
-        if (dup || n_seen == 256) continue;
+        if (dup) continue;
         seen[n_seen++] = (uint32_t)cp;
         /* the keys that go on with this character */
         const char **sub = malloc((size_t)n * sizeof *sub);
-        if (!sub) { ds_gtext_free(&b); oom(g); return NULL; }
+        if (!sub) { ds_gtext_free(&b); free(seen); oom(g); return NULL; }
         int m = 0;
         for (int j = 0; j < n; j++) {
             size_t lj = strlen(keys[j]);
@@ -927,13 +928,14 @@ static char *gen_key_not_in(gen *g, const char **keys, int n, size_t depth) {
         }
         char *child = gen_key_not_in(g, sub, m, depth + (size_t)used);
         free(sub);
-        if (!child) { ds_gtext_free(&b); return NULL; }
+        if (!child) { ds_gtext_free(&b); free(seen); return NULL; }
         ds_gtext_put(&b, alts++ ? " | \"" : "\"");
         ds_gtext_lit_cp(&b, (uint32_t)cp);
         ds_gtext_printf(&b, "\" %s", child);
     }
     ds_gtext_put(&b, alts++ ? " | [^\"\\\\\\x00-\\x1F" : "[^\"\\\\\\x00-\\x1F");
     for (int j = 0; j < n_seen; j++) ds_gtext_class_cp(&b, seen[j]);
+    free(seen);
     ds_gtext_printf(&b, "] [^\"\\\\\\x00-\\x1F]*)%s", terminal ? "" : "?");
     add_rule(g, rule, &b);
     ds_gtext_free(&b);
@@ -1191,7 +1193,9 @@ static void put_primitives(gen *g) {
     }
     if (g->prims & P_STRING) ds_gtext_printf(r, "%s-string ::= \"\\\"\" %s-char* \"\\\"\"\n", n, n);
     if (g->prims & P_CHAR)
-        ds_gtext_printf(r, "%s-char ::= [^\"\\\\\\x00-\\x1F] | \"\\\\\" ([\"\\\\/bfnrt] | \"u\" [0-9a-fA-F]{4})\n", n);
+        /* \u escapes of surrogates are left out: a pair is one character to a JSON reader, two here */
+        ds_gtext_printf(r, "%s-char ::= [^\"\\\\\\x00-\\x1F] | \"\\\\\" ([\"\\\\/bfnrt] | \"u\" "
+                           "([0-9a-cA-CefEF] [0-9a-fA-F]{3} | [dD] [0-7] [0-9a-fA-F]{2}))\n", n);
     if (g->prims & P_NUMBER)
         ds_gtext_printf(r, "%s-number ::= %s-int (\".\" [0-9]+)? ([eE] [-+]? [0-9]+)?\n", n, n);
     if (g->prims & P_INT) ds_gtext_printf(r, "%s-int ::= \"-\"? (\"0\" | [1-9] [0-9]{0,%d})\n", n, INT_DIGITS - 1);

@@ -82,21 +82,25 @@ def matcher_built():
 CHECK = matcher_built()
 
 
-def check_agrees(gbnf_path, g, texts, problems, limit=12):
-    """deltaserve grammar --check gives what gbnf.py says, on a few texts and their prefixes."""
+def check_agrees(gbnf_path, g, texts, problems):
+    """deltaserve grammar --check-each gives what gbnf.py says on every text."""
     if not CHECK:
         return
-    for t in texts[:limit]:
-        rc, out, err = run(["--gbnf", gbnf_path, "--check", t]) if "\0" not in t else (None, "", "")
-        if rc is None:
-            continue
+    lines = os.path.join(TMP, "check-lines.txt")
+    with open(lines, "w") as f:
+        for t in texts:
+            f.write(json.dumps(t) + "\n")
+    rc, out, err = run(["--gbnf", gbnf_path, "--check-each", lines])
+    got = out.splitlines()
+    if len(got) != len(texts):
+        problems.append("--check-each gave %d verdicts for %d texts: %s" % (len(got), len(texts), err.strip()))
+        return
+    for t, v in zip(texts, got):
         want = "match" if g.match(t) else "prefix" if g.viable(t) else None
-        got = out.strip()
         if want is None:
-            fa = g.fail_at(t)
-            want = "no match at byte %d" % len(t[:fa].encode())
-        if got != want:
-            problems.append("--check %r: %r, gbnf.py %r (%s)" % (t, got, want, err.strip()))
+            want = "no match at byte %d" % len(t[:g.fail_at(t)].encode())
+        if v != want:
+            problems.append("--check %r: %r, gbnf.py %r" % (t, v, want))
 
 
 def test_schemas():
@@ -159,7 +163,7 @@ def test_schemas():
                 for k in range(0, len(t), max(1, len(t) // 7)):
                     if g.match(t) and not g.viable(t[:k]):
                         problems.append("prefix %r of a sentence is not viable" % t[:k])
-            check_agrees(gpath, g, texts[-14:] + [t[: len(t) // 2] for t in texts[-3:]], problems)
+            check_agrees(gpath, g, texts + [t[:k] for t in texts[-6:] for k in range(0, len(t), max(1, len(t) // 5))], problems)
         report("schema %s" % c["name"], problems)
     return len(cases)
 
@@ -216,7 +220,7 @@ def test_regexes():
         for s in samples:
             if not oracle(s):
                 problems.append("sentence %r does not match" % s)
-        check_agrees(gpath, g, pos + neg + randoms[:5] + samples[:3], problems)
+        check_agrees(gpath, g, pos + neg + randoms + samples, problems)
         report("regex %d %r" % (i, pat), problems)
     for pat, word in regex_corpus.refused():
         rc, out, err = run(["--regex", pat])

@@ -233,7 +233,14 @@ int ds_cmd_generate(int argc, char **argv) {
     fflush(stdout);
     fprintf(stderr, "prompt: %zu tokens, %.1f tokens/s | decode: %d tokens, %.1f tokens/s\n", toks.n,
             (double)toks.n / (t1 - t0), produced, produced ? (double)produced / (t2 - t1) : 0.0);
-    if (grammar) fprintf(stderr, "grammar: %s\n", ds_grammar_filter_complete(filter) ? "complete" : "incomplete");
+    if (grammar) {
+        /* the filter has seen the answer up to its last token: show it that one too */
+        if (filtering) {
+            memset(allowed, 0, DS_MASK_WORDS(V) * sizeof *allowed);
+            ds_grammar_filter_fn(filter, hist + toks.n, n_hist - (int)toks.n, allowed, V);
+        }
+        fprintf(stderr, "grammar: %s\n", ds_grammar_filter_complete(filter) ? "complete" : "incomplete");
+    }
     rc = 0;
 out:
     ds_grammar_filter_free(filter);

@@ -524,6 +524,51 @@ static void write_set(ds_gtext *t, const cset *s, int json) {
 }
 
 static void write_node(ds_gtext *t, const node *x, int json);
+static void write_group(ds_gtext *t, const node *x, int json);
+
+static int nullable(const node *x) {
+    switch (x->kind) {
+    case N_SET: return 0;
+    case N_REP: return x->min == 0 || nullable(x->kid[0]);
+    case N_ALT:
+        for (int i = 0; i < x->n_kid; i++) if (nullable(x->kid[i])) return 1;
+        return 0;
+    default:
+        for (int i = 0; i < x->n_kid; i++) if (!nullable(x->kid[i])) return 0;
+        return 1;
+    }
+}
+
+/* x without the empty string, as alternatives: for a sequence of parts that
+ * may all be empty, "the first non-empty part is part i" for each i. */
+static void write_nonempty(ds_gtext *t, const node *x, int json) {
+    if (!nullable(x)) { write_node(t, x, json); return; }
+    if (x->kind == N_REP) { /* y{m,n} without the empty string: y'{1,n} */
+        if (nullable(x->kid[0])) { ds_gtext_put(t, "("); write_nonempty(t, x->kid[0], json); ds_gtext_put(t, ")"); }
+        else write_group(t, x->kid[0], json);
+        if (x->max < 0) ds_gtext_put(t, "+");
+        else if (x->max > 1) ds_gtext_printf(t, "{1,%d}", x->max);
+        return;
+    }
+    int k = 0;
+    ds_gtext_put(t, "(");
+    for (int i = 0; i < x->n_kid; i++) {
+        const node *c = x->kid[i];
+        if (is_empty(c)) continue;
+        if (k++) ds_gtext_put(t, " | ");
+        if (x->kind == N_ALT) { write_nonempty(t, c, json); continue; }
+        ds_gtext_put(t, "(");
+        write_nonempty(t, c, json);
+        ds_gtext_put(t, ")");
+        for (int j = i + 1; j < x->n_kid; j++) {
+            if (is_empty(x->kid[j])) continue;
+            ds_gtext_put(t, " ");
+            write_group(t, x->kid[j], json);
+        }
+    }
+    if (!k) ds_gtext_put(t, "\"\"");
+    ds_gtext_put(t, ")");
+}
 
 /* x as one GBNF element that a quantifier may follow. */
 static void write_group(ds_gtext *t, const node *x, int json) {
@@ -578,25 +623,13 @@ static void write_node(ds_gtext *t, const node *x, int json) {
     }
     case N_REP: {
         if (is_empty(x)) { ds_gtext_put(t, "\"\""); return; }
-        const node *k = x->kid[0];
         int mn = x->min;
-        while (k->kind == N_ALT && k->n_kid == 1 && k->kid[0]->kind == N_SEQ && k->kid[0]->n_kid == 1 &&
-               k->kid[0]->kid[0]->kind == N_ALT)
-            k = k->kid[0]->kid[0];
-        if (k->kind == N_ALT && !is_empty(k)) {
-            /* (a|)* is a*: a repeated group that may be empty would let a matcher loop */
-            int has_empty = 0, n_full = 0;
-            for (int i = 0; i < k->n_kid; i++) is_empty(k->kid[i]) ? (has_empty = 1) : n_full++;
-            if (has_empty) {
-                mn = 0;
-                ds_gtext_put(t, "(");
-                for (int i = 0, j = 0; i < k->n_kid; i++) {
-                    if (is_empty(k->kid[i])) continue;
-                    if (j++) ds_gtext_put(t, " | ");
-                    write_node(t, k->kid[i], json);
-                }
-                ds_gtext_put(t, ")");
-            } else write_group(t, x->kid[0], json);
+        if (nullable(x->kid[0])) {
+            /* (a?)* is (a)*: a repeated part that can match nothing would be left-recursive */
+            mn = 0;
+            ds_gtext_put(t, "(");
+            write_nonempty(t, x->kid[0], json);
+            ds_gtext_put(t, ")");
         } else write_group(t, x->kid[0], json);
         if (mn == 0 && x->max == 1) ds_gtext_put(t, "?");
         else if (mn == 0 && x->max < 0) ds_gtext_put(t, "*");

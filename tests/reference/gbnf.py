@@ -273,6 +273,15 @@ class Grammar:
             pass
         return n, last
 
+    def judge(self, s):
+        """'match', 'prefix', or the index of the first code point no sentence allows (one pass)."""
+        n, last = self._last(s)
+        if n != len(s):
+            return n
+        whole = any(name == self.start and dot == len(self.prods[name][alt]) and org == 0
+                    for (name, alt, dot, org) in last)
+        return "match" if whole else "prefix"
+
     def match(self, s):
         n, last = self._last(s)
         if n != len(s):

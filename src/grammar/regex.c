@@ -299,7 +299,7 @@ bad:
 
 static node *parse_alt(parser *p, int top);
 
-static node *parse_atom(parser *p, int top, int at_start) {
+static node *parse_atom(parser *p) {
     char c = p->s[p->pos];
     size_t at = p->pos;
     if (c == '(') {
@@ -350,7 +350,6 @@ static node *parse_atom(parser *p, int top, int at_start) {
         return x;
     }
     if (c == '^' || c == '$') {
-        (void)top, (void)at_start;
         fail(p, DS_EUNSUPPORTED, "anchor inside the pattern (only ^ at the start and $ at the end)");
         return NULL;
     }
@@ -388,7 +387,7 @@ static node *parse_seq(parser *p, int top) {
         if (top && c == '^' && start) { p->pos++; continue; }
         if (top && c == '$' && (p->pos + 1 == p->n || p->s[p->pos + 1] == '|')) { p->pos++; continue; }
         start = 0;
-        node *a = parse_atom(p, top, start);
+        node *a = parse_atom(p);
         if (!a) { node_free(seq); return NULL; }
         while (p->pos < p->n) {
             size_t qat = p->pos;
@@ -451,8 +450,7 @@ static int is_empty(const node *x) {
 
 static int single_cp(const node *x) { return x->kind == N_SET && x->set.n == 1 && x->set.r[0].lo == x->set.r[0].hi; }
 
-static void write_class(ds_gtext *t, const cset *s, uint32_t skip_lo, uint32_t skip_hi) {
-    (void)skip_lo, (void)skip_hi;
+static void write_class(ds_gtext *t, const cset *s) {
     ds_gtext_put(t, "[");
     for (int i = 0; i < s->n; i++) {
         ds_gtext_class_cp(t, s->r[i].lo);
@@ -475,7 +473,7 @@ static void write_set(ds_gtext *t, const cset *s, int json) {
             ds_gtext_put(t, "\"");
             ds_gtext_lit_cp(t, s->r[0].lo);
             ds_gtext_put(t, "\"");
-        } else write_class(t, s, 0, 0);
+        } else write_class(t, s);
         return;
     }
     /* JSON: the code points that stand for themselves, then the escaped ones */
@@ -498,7 +496,7 @@ static void write_set(ds_gtext *t, const cset *s, int json) {
     ds_gtext body = {0};
     if (plain.n) {
         if (plain.n == 1 && plain.r[0].lo == plain.r[0].hi) ds_gtext_json_cp(&body, plain.r[0].lo);
-        else write_class(&body, &plain, 0, 0);
+        else write_class(&body, &plain);
         parts++;
     }
     free(plain.r);

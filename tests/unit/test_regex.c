@@ -36,7 +36,7 @@ static void exact_outputs(void) {
     expect("^(ab|cd){2,3}?$", 0, "r ::= ((\"ab\" | \"cd\")){2,3}\n");
     expect("[^a-c]", 0, "r ::= [\\x00-\\x60d-\\uD7FF\\uE000-\\U0010FFFF]\n");
     expect("\\d+\\.\\w", 0, "r ::= [0-9]+ \".\" [0-9A-Z\\x5Fa-z]\n");
-    expect("(a|)*", 0, "r ::= (\"a\")*\n");
+    expect("(a|)*", 0, "r ::= ((\"a\"))*\n"); /* written without its empty string */
     expect("a{,2}b{3}c{2,}", 0, "r ::= \"a\"{0,2} \"b\"{3} \"c\"{2,}\n");
     expect("\\D", 0, "r ::= [\\x00-\\x2F\\x3A-\\x7F]\n");
 }

@@ -1,5 +1,7 @@
 /* cmd_generate.c - `deltaserve generate`: one prompt, streamed completion,
  * then a line with prompt and decode speed. */
+#include <jansson.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -9,10 +11,16 @@
 #include "cli/cli_model.h"
 #include "cli/commands.h"
 #include "engine/sampler.h"
+#include "grammar/grammar.h"
+#include "grammar/grammar_filter.h"
+#include "grammar/json_schema.h"
+#include "grammar/regex.h"
+#include "grammar/vocab_index.h"
 #include "tokenizer/stream_decoder.h"
 
 static void usage(FILE *f) {
     fprintf(f, "usage: deltaserve generate (-m PATH | -hf ORG/NAME[:QUANT]) -p TEXT [-n N] [--temp T] [--top-p P] [--top-k K] [--seed S]\n"
+               "                           [--json-schema FILE | --grammar FILE | --regex PATTERN]\n"
                "  -m PATH       GGUF file or Hugging Face directory\n"
                DS_CLI_HUB_HELP
                "  -p TEXT       the prompt (used as is: no chat template)\n"
@@ -21,11 +29,61 @@ static void usage(FILE *f) {
                "  --top-p P     nucleus sampling (default 0.95)\n"
                "  --top-k K     keep the K most likely tokens (default 40; 0 = off)\n"
                "  --seed S      random seed (default 0)\n"
+               "  --json-schema FILE  the answer is JSON valid under this JSON Schema (compact, no whitespace)\n"
+               "  --grammar FILE      the answer follows this GBNF grammar (start rule root)\n"
+               "  --regex PATTERN     the answer fully matches this regular expression\n"
+               "                (with one of these the answer ends only where the constraint may end; a\n"
+               "                line 'grammar: complete' or 'grammar: incomplete' on stderr says how it ended)\n"
                DS_CLI_LOAD_USAGE);
 }
 
+/* The GBNF text of the constraint the options name (NULL in *gbnf: none). */
+static int constraint_gbnf(const char *schema_path, const char *grammar_path, const char *pattern, char **gbnf) {
+    ds_err e = {0};
+    *gbnf = NULL;
+    if (!!schema_path + !!grammar_path + !!pattern > 1) {
+        fprintf(stderr, "deltaserve generate: give at most one of --json-schema, --grammar, --regex\n");
+        return 2;
+    }
+    if (schema_path) {
+        json_error_t je;
+        json_t *schema = json_load_file(schema_path, JSON_DECODE_ANY, &je);
+        if (!schema) {
+            fprintf(stderr, "deltaserve generate: %s: %s (line %d, column %d)\n", schema_path, je.text, je.line, je.column);
+            return 2;
+        }
+        ds_schema_options so = {0};
+        ds_status st = ds_json_schema_to_gbnf(schema, "root", &so, gbnf, &e);
+        json_decref(schema);
+        if (st != DS_OK) { fprintf(stderr, "deltaserve generate: %s: %s\n", schema_path, e.msg); return 2; }
+    } else if (pattern) {
+        if (ds_regex_to_gbnf(pattern, strlen(pattern), "root", 0, gbnf, &e) != DS_OK) {
+            fprintf(stderr, "deltaserve generate: --regex: %s\n", e.msg);
+            return 2;
+        }
+    } else if (grammar_path) {
+        FILE *f = fopen(grammar_path, "rb");
+        long n = -1;
+        if (f && fseek(f, 0, SEEK_END) == 0 && (n = ftell(f)) >= 0 && fseek(f, 0, SEEK_SET) == 0 && (*gbnf = malloc((size_t)n + 1)) &&
+            fread(*gbnf, 1, (size_t)n, f) == (size_t)n) {
+            (*gbnf)[n] = 0;
+        } else {
+            free(*gbnf), *gbnf = NULL;
+            n = -1;
+        }
+        if (f) fclose(f);
+        if (n < 0) { fprintf(stderr, "deltaserve generate: %s: cannot read\n", grammar_path); return 2; }
+        if ((long)strlen(*gbnf) != n) {
+            fprintf(stderr, "deltaserve generate: %s: a NUL byte in the grammar\n", grammar_path);
+            free(*gbnf), *gbnf = NULL;
+            return 2;
+        }
+    }
+    return 0;
+}
+
 int ds_cmd_generate(int argc, char **argv) {
-    const char *path = NULL, *prompt = NULL;
+    const char *path = NULL, *prompt = NULL, *schema_path = NULL, *grammar_path = NULL, *pattern = NULL;
     long n_gen = 64;
     ds_load_options lo = {0};
     int r;
@@ -50,6 +108,9 @@ int ds_cmd_generate(int argc, char **argv) {
         else if (!strcmp(a, "--top-p")) { if (ds_arg_float(a, v, 0, 1, &x)) return 2; sp.top_p = (float)x; }
         else if (!strcmp(a, "--top-k")) { if (ds_arg_int(a, v, 0, 1 << 24, &n)) return 2; sp.top_k = (int)n; }
         else if (!strcmp(a, "--seed")) { if (ds_arg_u64(a, v, &sp.seed)) return 2; }
+        else if (!strcmp(a, "--json-schema")) schema_path = v;
+        else if (!strcmp(a, "--grammar")) grammar_path = v;
+        else if (!strcmp(a, "--regex")) pattern = v;
         else if ((r = ds_cli_load_arg("generate", a, v, &lo))) { if (r < 0) return 2; }
         else { fprintf(stderr, "deltaserve generate: unknown option '%s'\n", a); usage(stderr); return 2; }
     }
@@ -63,12 +124,22 @@ int ds_cmd_generate(int argc, char **argv) {
         usage(stderr);
         return 2;
     }
+    char *gbnf = NULL;
+    int crc = constraint_gbnf(schema_path, grammar_path, pattern, &gbnf);
+    if (crc) return crc;
     ds_err e = {0};
+    ds_grammar *grammar = NULL;
+    if (gbnf && ds_grammar_parse(gbnf, strlen(gbnf), &grammar, &e) != DS_OK) {
+        fprintf(stderr, "deltaserve generate: the grammar: %s\n", e.msg);
+        free(gbnf);
+        return 2;
+    }
+    free(gbnf);
     ds_tokens toks = {0};
     ds_cli_model cm;
     int open_rc = ds_cli_model_open_ex(&cm, "generate", path, 256, &lo);
     ds_cli_hub_free(&hub); /* the model keeps its own copy of the path */
-    if (open_rc) return 1;
+    if (open_rc) { ds_grammar_unref(grammar); return 1; }
     if (ds_tokenizer_encode(cm.tok, prompt, strlen(prompt), 1, &toks, &e) != DS_OK) {
         fprintf(stderr, "deltaserve generate: %s\n", e.msg);
         free(toks.ids);
@@ -95,11 +166,26 @@ int ds_cmd_generate(int argc, char **argv) {
     int32_t *hist = malloc(((size_t)toks.n + (size_t)n_gen + 1) * sizeof *hist);
     ds_sampler_scratch sc = {0};
     ds_stream_decoder dec = {0};
-    int rc = 1;
+    ds_vocab_index *vocab = NULL;
+    ds_grammar_filter *filter = NULL;
+    uint32_t *allowed = NULL;
+    int rc = 1, filtering = grammar != NULL;
     if (!logits || !hist || ds_sampler_scratch_init(&sc, V) != 0 ||
         ds_stream_decoder_init(&dec, cm.tok, 1, &e) != DS_OK) {
         fprintf(stderr, "deltaserve generate: out of memory\n");
         goto out;
+    }
+    if (grammar) {
+        ds_grammar_filter_params fp = {.grammar = grammar, .tok = cm.tok, .end_ids = c->eos_ids, .n_end = c->n_eos};
+        if (ds_vocab_index_new(cm.tok, &vocab, &e) != DS_OK ||
+            (fp.vocab = vocab, ds_grammar_filter_new(&fp, &filter, &e)) != DS_OK) {
+            fprintf(stderr, "deltaserve generate: %s\n", e.msg);
+            goto out;
+        }
+        if (!(allowed = malloc(DS_MASK_WORDS(V) * sizeof *allowed))) {
+            fprintf(stderr, "deltaserve generate: out of memory\n");
+            goto out;
+        }
     }
     memcpy(hist, toks.ids, toks.n * sizeof *hist);
     int n_hist = (int)toks.n;
@@ -116,6 +202,13 @@ int ds_cmd_generate(int argc, char **argv) {
     const char *text;
     size_t len;
     for (; produced < n_gen; produced++) {
+        if (filtering) { /* the tokens the constraint allows next; the others cannot be drawn */
+            memset(allowed, 0, DS_MASK_WORDS(V) * sizeof *allowed);
+            ds_filter_result fr = ds_grammar_filter_fn(filter, hist + toks.n, n_hist - (int)toks.n, allowed, V);
+            if (fr == DS_FILTER_DONE) filtering = 0;
+            else if (fr == DS_FILTER_MASK)
+                for (int t = 0; t < V; t++) if (!DS_MASK_HAS(allowed, t)) logits[t] = -INFINITY;
+        }
         int32_t next = ds_sampler_sample(&smp, logits, hist + toks.n, n_hist - (int)toks.n, n_hist, &sc);
         int stop = 0;
         for (int k = 0; k < c->n_eos; k++) stop |= next == c->eos_ids[k];
@@ -140,8 +233,20 @@ int ds_cmd_generate(int argc, char **argv) {
     fflush(stdout);
     fprintf(stderr, "prompt: %zu tokens, %.1f tokens/s | decode: %d tokens, %.1f tokens/s\n", toks.n,
             (double)toks.n / (t1 - t0), produced, produced ? (double)produced / (t2 - t1) : 0.0);
+    if (grammar) {
+        /* the filter has seen the answer up to its last token: show it that one too */
+        if (filtering) {
+            memset(allowed, 0, DS_MASK_WORDS(V) * sizeof *allowed);
+            ds_grammar_filter_fn(filter, hist + toks.n, n_hist - (int)toks.n, allowed, V);
+        }
+        fprintf(stderr, "grammar: %s\n", ds_grammar_filter_complete(filter) ? "complete" : "incomplete");
+    }
     rc = 0;
 out:
+    ds_grammar_filter_free(filter);
+    ds_vocab_index_free(vocab);
+    ds_grammar_unref(grammar);
+    free(allowed);
     ds_stream_decoder_free(&dec);
     ds_sampler_scratch_free(&sc);
     free(logits);

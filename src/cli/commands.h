@@ -7,6 +7,7 @@ int ds_cmd_info(int argc, char **argv);
 int ds_cmd_tokenize(int argc, char **argv);
 int ds_cmd_detokenize(int argc, char **argv);
 int ds_cmd_generate(int argc, char **argv);
+int ds_cmd_grammar(int argc, char **argv);
 int ds_cmd_perplexity(int argc, char **argv);
 int ds_cmd_logits(int argc, char **argv);
 int ds_cmd_bench(int argc, char **argv);

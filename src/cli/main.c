@@ -14,6 +14,7 @@ static const struct {
     {"tokenize", ds_cmd_tokenize, "text to token ids with a model's tokenizer"},
     {"detokenize", ds_cmd_detokenize, "token ids to text with a model's tokenizer"},
     {"generate", ds_cmd_generate, "complete one prompt, streaming the text"},
+    {"grammar", ds_cmd_grammar, "the GBNF grammar of a JSON Schema or a regex; check a text against a grammar"},
     {"logits", ds_cmd_logits, "raw logits and hidden states of a token list, as F32 files (for parity checks)"},
     {"perplexity", ds_cmd_perplexity, "perplexity of a text file, as llama.cpp's llama-perplexity computes it"},
     {"bench", ds_cmd_bench, "prefill and decode speed, batched decode, memory and bandwidth (like llama-bench)"},

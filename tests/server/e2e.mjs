@@ -459,7 +459,7 @@ async function mainSuite() {
     ['tools wrong type', '/v1/chat/completions', chatBody({ tools: {} }), 400, 'tools'],
     ['json_object with tool_choice required', '/v1/chat/completions', chatBody({ tools: [{ type: 'function', function: { name: 'a' } }], tool_choice: 'required', response_format: { type: 'json_object' } }), 400, 'response_format'],
     ['tool_choice unknown function', '/v1/chat/completions', chatBody({ tools: [{ type: 'function', function: { name: 'a' } }], tool_choice: { type: 'function', function: { name: 'b' } } }), 400, 'tool_choice'],
-    ['response_format json_schema unsupported', '/v1/chat/completions', chatBody({ response_format: { type: 'json_schema', json_schema: { name: 'x', schema: {} } } }), 400, 'response_format'],
+    ['response_format structural_tag unsupported', '/v1/chat/completions', chatBody({ response_format: { type: 'structural_tag' } }), 400, 'response_format'],
     ['chat_template_kwargs wrong type', '/v1/chat/completions', chatBody({ chat_template_kwargs: 3 }), 400, 'chat_template_kwargs'],
     ['over the context', '/v1/chat/completions', chatBody({ max_tokens: 1000000 }), 400, 'max_tokens', 'context_length_exceeded'],
     ['prompt missing', '/v1/completions', { model: MODEL }, 400, 'prompt'],

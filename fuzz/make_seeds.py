@@ -210,3 +210,15 @@ put("fuzz_openai_request", "not_json", bytes([CHAT]) + b'{"messages": [{"role": 
 put("fuzz_openai_request", "invalid_utf8", bytes([CHAT | RENDER]) +
     b'{"messages": [{"role": "user", "content": "\xff\xfe caf\xe9 \xf0\x9f\x98"}], "model": "\xe2\x82"}')
 put("fuzz_openai_request", "trailing", bytes([COMPLETION]) + b'{"prompt": "x"}  \n\t ')
+
+# --- grammar (GBNF text, NUL, the bytes fed to the matcher) ---
+GRAMMARS = [
+    ("json_like", 'root ::= "{" ws (pair ("," ws pair)*)? "}"\npair ::= str ":" ws (str | [0-9]+)\n'
+                  'str ::= "\\"" [^"\\\\]* "\\""\nws ::= [ \\n]{0,2}\n', b'{"ab": "cd", "e":12}'),
+    ("utf8_class", 'root ::= [^a-z]{1,3} "!"\n', "\u00e9\u4e2d!".encode()),
+    ("recursion", 'root ::= "(" root ")" | "x"\n', b"((x))"),
+    ("alternation", 'root ::= ("a" | "ab" | "abc")+ "."\n', b"ababc."),
+    ("bad", 'root ::= x\n', b""),
+]
+for name, g, text in GRAMMARS:
+    put("fuzz_grammar", name, g.encode() + b"\0" + text)

@@ -33,6 +33,9 @@
 #define LLVMFuzzerTestOneInput fuzz_openai_request_one
 #include "../../fuzz/fuzz_openai_request.c"
 #undef LLVMFuzzerTestOneInput
+#define LLVMFuzzerTestOneInput fuzz_grammar_one
+#include "../../fuzz/fuzz_grammar.c"
+#undef LLVMFuzzerTestOneInput
 
 typedef struct {
     const char *name;
@@ -47,6 +50,7 @@ static const replay_target TARGETS[] = {
     {"fuzz_chat_template", fuzz_chat_template_one},
     {"fuzz_server_stream", fuzz_server_stream_one},
     {"fuzz_openai_request", fuzz_openai_request_one},
+    {"fuzz_grammar", fuzz_grammar_one},
 };
 
 static int cmp_str(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }

@@ -31,6 +31,19 @@ static long find(const char *h, size_t hn, const char *nd) {
     return -1;
 }
 
+static long find_after(const char *h, size_t hn, const char *nd, size_t from) {
+    if (from > hn) return -1;
+    long at = find(h + from, hn - from, nd);
+    return at < 0 ? -1 : at + (long)from;
+}
+
+/* the body of a call in Qwen3's JSON form (it starts with '{') */
+static int json_body(const char *h, size_t n) {
+    size_t i = 0;
+    while (i < n && isspace((unsigned char)h[i])) i++;
+    return i < n && h[i] == '{';
+}
+
 /* bytes at the end of h that are a proper prefix of tag */
 static size_t partial(const char *h, size_t hn, const char *tag) {
     size_t tl = strlen(tag);
@@ -125,6 +138,13 @@ static void run(ds_chat_parser *p, int final, ds_part_fn fn, void *user) {
             return;
         }
         json_t *call = ds_tool_call_parse(h, (size_t)at);
+        if (!call && json_body(h, (size_t)at)) {
+            /* a JSON body may hold "</tool_call>" inside a string: a later one may end it */
+            long next = at;
+            while (!call && (next = find_after(h, hn, CALL_CLOSE, (size_t)next + 1)) >= 0)
+                if ((call = ds_tool_call_parse(h, (size_t)next))) at = next;
+            if (!call && !final) return;
+        }
         if (call) {
             ds_sb_clear(&p->ws);
             fn(user, DS_PART_TOOL_CALL, NULL, 0, call);

@@ -9,6 +9,8 @@
  * Tool call bodies in two formats are understood (ds_tool_call_parse):
  *   Qwen3.5: <function=NAME>\n<parameter=ARG>\nVALUE\n</parameter>\n</function>
  *   Qwen3:   {"name": NAME, "arguments": {...}}
+ * A JSON body may hold "</tool_call>" inside a string: the call ends at the
+ * first one after which the body parses (held until the end if none does).
  * A body that is neither, or a call left unclosed at the end, comes out as
  * content, tags included: nothing the model wrote is dropped. A tag that may
  * still be completed is held back until it is decided. One parser per choice,

@@ -622,7 +622,8 @@ static int request_grammar(ds_completion *c, ds_grammar **g, const char **trigge
         ds_tool_grammar_params tp = {.form = s->call_form, .tools = r->tools,
                                      .only = r->tool_choice == DS_TOOLS_NAMED ? r->tool_name : NULL,
                                      .parallel = r->parallel_tool_calls,
-                                     .lead_space = forced && c->start_in_reasoning ? DS_TOOL_LEAD_SPACE : 0,
+                                     /* the filter allows the blank bytes after </think> itself */
+                                     .lead_space = 0,
                                      .max_space = 4};
         key = ds_tool_grammar_key(&tp, &kl);
         rc = cached_grammar(s, key, kl, compile_tools, &tp, "tools", 0, g, err);

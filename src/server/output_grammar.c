@@ -25,7 +25,7 @@ void ds_gbnf_literal(ds_sb *b, const char *s, size_t n) {
     ds_sb_puts(b, "\"");
 }
 
-void ds_gbnf_json_rules(ds_sb *b, const char *p, int max_space) {
+void ds_gbnf_json_rules(ds_sb *b, const char *p, int max_space, int no_close_tag) {
     ds_sb_printf(b, "%s-value ::= %s-object | %s-array | %s-string | %s-number | \"true\" | \"false\" | \"null\"\n", p, p,
                  p, p, p);
     ds_sb_printf(b, "%s-object ::= \"{\" %s-ws ( %s-string %s-ws \":\" %s-ws %s-value %s-ws "
@@ -33,8 +33,14 @@ void ds_gbnf_json_rules(ds_sb *b, const char *p, int max_space) {
                  p, p, p, p, p, p, p, p, p, p, p, p, p);
     ds_sb_printf(b, "%s-array ::= \"[\" %s-ws ( %s-value %s-ws ( \",\" %s-ws %s-value %s-ws )* )? \"]\"\n", p, p, p, p,
                  p, p, p);
-    ds_sb_printf(b, "%s-string ::= \"\\\"\" ( [^\"\\\\\\x00-\\x1F] | \"\\\\\" ( [\"\\\\/bfnrt] | \"u\" [0-9a-fA-F]{4} ) )* "
-                    "\"\\\"\"\n", p);
+    if (no_close_tag) {
+        /* no raw "</" (runs of '<' go before anything but '/'): the string cannot end the tag around it */
+        ds_sb_printf(b, "%s-string ::= \"\\\"\" ( [^\"\\\\<\\x00-\\x1F] | \"<\"+ ( [^\"\\\\</\\x00-\\x1F] | %s-esc ) | "
+                        "%s-esc )* \"<\"* \"\\\"\"\n", p, p, p);
+    } else {
+        ds_sb_printf(b, "%s-string ::= \"\\\"\" ( [^\"\\\\\\x00-\\x1F] | %s-esc )* \"\\\"\"\n", p, p);
+    }
+    ds_sb_printf(b, "%s-esc ::= \"\\\\\" ( [\"\\\\/bfnrt] | \"u\" [0-9a-fA-F]{4} )\n", p);
     ds_sb_printf(b, "%s-number ::= \"-\"? ( \"0\" | [1-9] [0-9]* ) ( \".\" [0-9]+ )? ( [eE] [-+]? [0-9]+ )?\n", p);
     if (max_space > 0) ds_sb_printf(b, "%s-ws ::= [ \\t\\n\\r]{0,%d}\n", p, max_space);
     else ds_sb_printf(b, "%s-ws ::= \"\"\n", p);
@@ -57,7 +63,7 @@ ds_status ds_output_gbnf(const ds_oai_output *o, char **gbnf, size_t *len, ds_er
     case DS_OUT_JSON_OBJECT:
         /* the answer is the object: nothing may follow it but the end */
         ds_sb_puts(&b, "root ::= json-ws json-object\n");
-        ds_gbnf_json_rules(&b, "json", o->max_space);
+        ds_gbnf_json_rules(&b, "json", o->max_space, 0);
         return take(&b, gbnf, len, e);
     case DS_OUT_CHOICE: {
         ds_sb_puts(&b, "root ::= ");

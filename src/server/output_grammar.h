@@ -29,8 +29,9 @@ char *ds_output_cache_key(const ds_oai_output *o, size_t *len);
 void ds_gbnf_literal(ds_sb *b, const char *s, size_t n);
 
 /* Appends the rules of any JSON value, named PREFIX-value, PREFIX-object,
- * PREFIX-array, PREFIX-string, PREFIX-number and PREFIX-ws (0..max_space
- * whitespace bytes). */
-void ds_gbnf_json_rules(ds_sb *b, const char *prefix, int max_space);
+ * PREFIX-array, PREFIX-string, PREFIX-esc, PREFIX-number and PREFIX-ws
+ * (0..max_space whitespace bytes); no_close_tag: strings hold no raw "</"
+ * (inside a tag that a closing tag ends). */
+void ds_gbnf_json_rules(ds_sb *b, const char *prefix, int max_space, int no_close_tag);
 
 #endif

@@ -371,7 +371,7 @@ ds_status ds_tool_grammar(const ds_tool_grammar_params *p, char **gbnf, size_t *
     if (p->form == DS_CALL_XML)
         /* raw text that never holds "</": runs of '<' are followed by anything but '/' */
         ds_sb_puts(&head, "xml-text ::= ( [^<] | \"<\"+ [^</] )* \"<\"*\n");
-    if (any_free && p->form == DS_CALL_JSON) ds_gbnf_json_rules(&head, "json", p->max_space);
+    if (any_free && p->form == DS_CALL_JSON) ds_gbnf_json_rules(&head, "json", p->max_space, 1);
     ds_sb_append(&head, b.s ? b.s : "", b.n);
     ds_sb_free(&b);
     ds_sb_free(&alts);

@@ -29,15 +29,13 @@ typedef enum { DS_CALL_XML = 0, DS_CALL_JSON } ds_call_form;
 /* The form a chat template writes tool calls in (XML unless it shows the JSON form). */
 ds_call_form ds_call_form_of_template(const char *template_source);
 
-/* whitespace bytes allowed before the first call after a reasoning part (templates write "\n\n") */
-#define DS_TOOL_LEAD_SPACE 4
-
 typedef struct {
     ds_call_form form;
     const json_t *tools;    /* the request's tools array */
     const char *only;       /* the one function allowed (tool_choice naming it), or NULL for any */
     int parallel;           /* several calls may follow one another */
-    int lead_space;         /* whitespace bytes allowed before the first call */
+    int lead_space;         /* whitespace bytes allowed before the first call (the grammar filter
+                             * already allows a few after a reasoning part) */
     int max_space;          /* whitespace bytes in a row inside JSON arguments */
 } ds_tool_grammar_params;
 

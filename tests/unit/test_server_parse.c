@@ -138,6 +138,17 @@ static void test_tool_calls(void) {
     CHECK(!k.calls, "%s", "");
     CHECK(!strcmp(S(&k.content), "a<tool_call>\n<function=x\n</tool_call>b<tool_call>{\"name\": 1}"), "%s", S(&k.content));
     sink_free(&k);
+    /* a JSON call's string may hold "</tool_call>" (a grammar-constrained argument can): the call
+     * ends at the first one after which it parses; a malformed one still comes back as content */
+    parse_bytes("<tool_call>\n{\"name\": \"f\", \"arguments\": {\"a\": \"x</tool_call>y\"}}\n</tool_call>z", 0, 1, &k);
+    REQUIRE(k.calls && json_array_size(k.calls) == 1, "content '%s'", S(&k.content));
+    CHECK(!strcmp(json_string_value(json_object_get(json_array_get(k.calls, 0), "arguments")), "{\"a\":\"x</tool_call>y\"}"),
+          "%s", json_string_value(json_object_get(json_array_get(k.calls, 0), "arguments")));
+    CHECK(!strcmp(S(&k.content), "z"), "%s", S(&k.content));
+    sink_free(&k);
+    parse_bytes("<tool_call>{\"name\": \"f\"</tool_call>a</tool_call>", 0, 1, &k);
+    CHECK(!k.calls && !strcmp(S(&k.content), "<tool_call>{\"name\": \"f\"</tool_call>a</tool_call>"), "%s", S(&k.content));
+    sink_free(&k);
     /* without tools the tags are text */
     parse_bytes("<tool_call>{\"name\":\"f\"}</tool_call>", 0, 0, &k);
     CHECK(!k.calls && !strcmp(S(&k.content), "<tool_call>{\"name\":\"f\"}</tool_call>"), "%s", "");

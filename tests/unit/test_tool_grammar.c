@@ -23,6 +23,7 @@
 #include "grammar/grammar.h"
 #include "grammar/grammar_filter.h"
 #include "grammar/json_schema.h"
+#include "grammar/matcher.h"
 #include "grammar/vocab_index.h"
 #include "server/chat_parser.h"
 #include "server/json_text.h"
@@ -71,6 +72,7 @@ static json_t *tool(int f, int strict) {
 
 typedef struct {
     json_t *tools;
+    int constrained;          /* the arguments follow their schemas (else they are free) */
     int funcs[N_FUNCS];       /* allowed: FUNCS index per allowed function */
     int n_allowed;
     const char *only;
@@ -85,25 +87,27 @@ static void scenario_make(scenario *s, int typed_ok) {
     s->form = (int)(rnd() % 2);
     s->in_reasoning = rnd() % 3 == 0;
     s->parallel = (int)(rnd() % 2);
-    int named = rnd() % 2;
+    int named = rnd() % 2, picked[N_FUNCS], n_picked = 0;
+    s->constrained = typed_ok || s->form == DS_CALL_XML;
     for (int i = 0; i < n; i++) {
         int f = (first + i) % N_FUNCS;
-        if (f == TYPED && !typed_ok) continue;
-        json_array_append_new(s->tools, tool(f, (int)(rnd() % 2)));
-        if (named && i < n - 1) continue;   /* the last one is the named one */
+        if (f != TYPED || typed_ok) picked[n_picked++] = f;
+    }
+    if (!n_picked) picked[n_picked++] = 0;
+    for (int i = 0; i < n_picked; i++) {
+        int f = picked[i];
+        /* without the JSON Schema compiler, only the XML form constrains arguments (strings) */
+        int strict = (int)(rnd() % 2) && s->constrained;
+        json_array_append_new(s->tools, tool(f, strict));
+        if (named && i < n_picked - 1) continue;   /* the last one is the named one */
         if (named) s->only = FUNCS[f][0];
         s->funcs[s->n_allowed] = f;
         snprintf(s->openings[s->n_allowed++], 64,
                  s->form == DS_CALL_XML ? "<tool_call>\n<function=%s>" : "<tool_call>\n{\"name\": \"%s\"", FUNCS[f][0]);
     }
-    if (!s->n_allowed) {   /* the typed function was the only pick */
-        json_array_append_new(s->tools, tool(0, 0));
-        s->only = NULL;
-        s->funcs[0] = 0;
-        snprintf(s->openings[s->n_allowed++], 64, s->form == DS_CALL_XML ? "<tool_call>\n<function=%s>" :
-                 "<tool_call>\n{\"name\": \"%s\"", FUNCS[0][0]);
-    }
 }
+
+#define LEAD_SPACE 4   /* blank bytes the grammar filter allows between </think> and the call */
 
 static int is_space(char c) { return c == ' ' || c == '\n' || c == '\t' || c == '\r'; }
 
@@ -111,7 +115,7 @@ static int is_space(char c) { return c == ' ' || c == '\n' || c == '\t' || c == 
 static int text_fits(const scenario *s, const char *text, size_t n) {
     size_t k = 0;
     while (k < n && is_space(text[k])) k++;
-    if (k > (s->in_reasoning ? (size_t)DS_TOOL_LEAD_SPACE : 0u)) return 0;
+    if (k > (s->in_reasoning ? (size_t)LEAD_SPACE : 0u)) return 0;
     if (k == n) return 1;
     for (int i = 0; i < s->n_allowed; i++) {
         size_t ol = strlen(s->openings[i]);
@@ -153,6 +157,7 @@ static int calls_valid(const scenario *s, const char *text, size_t n, int *n_cal
             int f = s->funcs[i];
             if (strcmp(name, FUNCS[f][0])) continue;
             ok = json_is_object(args);
+            if (!s->constrained) continue;
             if (f == 1) ok = ok && json_is_string(json_object_get(args, "tz"));
             if (f == 2) {
                 const char *u = json_string_value(json_object_get(args, "unit"));
@@ -182,7 +187,7 @@ static int walk(const ds_tokenizer *tok, const ds_vocab_index *vi, int check_eve
     int n_vocab = ds_tokenizer_n_tokens(tok), ok = 0;
     int32_t end_ids[1] = {ds_tokenizer_find(tok, "<|endoftext|>")}, think_end = ds_tokenizer_find(tok, "</think>");
     ds_tool_grammar_params tp = {.form = (ds_call_form)s.form, .tools = s.tools, .only = s.only, .parallel = s.parallel,
-                                 .lead_space = s.in_reasoning ? DS_TOOL_LEAD_SPACE : 0, .max_space = 2};
+                                 .max_space = 2};
     char *gbnf = NULL;
     size_t gl = 0;
     ds_err e = {0};
@@ -273,6 +278,20 @@ static int walk(const ds_tokenizer *tok, const ds_vocab_index *vi, int check_eve
         ok = calls_valid(&s, text, tn, &n_calls);
         CHECK(ok, "not valid calls (%s, %s): '%.*s'", s.form ? "json" : "xml", s.parallel ? "parallel" : "one", (int)tn,
               text);
+        if (!ok) {
+            ds_matcher *m = NULL;
+            ds_matcher_new(g, &m, &e);
+            size_t k = 0;
+            while (k < tn && ds_matcher_accept(m, text + k, 1)) k++;
+            printf("# the grammar takes %zu of its %zu bytes; the tokens:", k, tn);
+            for (int i = 0; i < n; i++) {
+                size_t l = 0;
+                const char *bb = ds_tokenizer_token_bytes(tok, gen[i], &l);
+                printf(" %d[%.*s]", gen[i], (int)l, bb);
+            }
+            printf("\n");
+            ds_matcher_free(m);
+        }
         CHECK(s.parallel || n_calls == 1, "%d calls with parallel_tool_calls false", n_calls);
         CHECK(ds_grammar_filter_complete(gf), "the filter does not call the answer complete");
         if (!s.parallel) {   /* one call: nothing but the end may follow */

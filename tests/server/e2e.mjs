@@ -265,8 +265,8 @@ async function mainSuite() {
     }
   });
   await t('tool_choice required / named: the answer opens a call to an allowed function', async () => {
-    // the random-weight model would not call a tool by itself; the constraint makes it open one
-    // (its arguments are then the model's, so the call stays unfinished: content, finish length)
+    // the random-weight model would not call a tool by itself; the constraint makes it call one
+    // (these functions take no parameters: the call is whole in a few tokens)
     const tools = ['get_weather', 'get_time', 'search'].map((name) => ({ type: 'function', function: { name, parameters: { type: 'object' } } }));
     const base = { model: MODEL, messages: [{ role: 'user', content: 'call something' }], tools, max_tokens: 40,
       temperature: 1, chat_template_kwargs: { enable_thinking: false } };
@@ -279,10 +279,14 @@ async function mainSuite() {
       const got = /^<tool_call>\n<function=([a-z_]+)>/.exec(text || '');
       check(got && (named ? got[1] === named : tools.some((x) => x.function.name === got[1])),
         `${JSON.stringify(tool_choice)}: ${JSON.stringify(text).slice(0, 80)}`);
-      // streamed: an opening of the same kind arrives in the deltas
+      // streamed: a call of the same kind arrives in the deltas (whole, or opened in the content)
       const s = await client.chat.completions.create({ ...base, tool_choice, seed, stream: true });
       let streamed = '';
-      for await (const ch of s) if (ch.choices[0] && ch.choices[0].delta.content) streamed += ch.choices[0].delta.content;
+      for await (const ch of s) {
+        const d = ch.choices[0] && ch.choices[0].delta;
+        if (d && d.content) streamed += d.content;
+        if (d && d.tool_calls && !streamed) streamed = `<tool_call>\n<function=${d.tool_calls[0].function.name}>`;
+      }
       const sg = /^<tool_call>\n<function=([a-z_]+)>/.exec(streamed);
       check(sg && (named ? sg[1] === named : tools.some((x) => x.function.name === sg[1])),
         `stream: ${JSON.stringify(streamed).slice(0, 60)}`);

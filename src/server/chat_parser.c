@@ -17,6 +17,8 @@ void ds_chat_parser_init(ds_chat_parser *p, int start_in_reasoning, int parse_to
 
 void ds_chat_parser_limit_calls(ds_chat_parser *p, int max_calls) { p->max_calls = max_calls; }
 
+void ds_chat_parser_strip_blanks(ds_chat_parser *p) { p->strip_blanks = 1; }
+
 int ds_chat_parser_ended(const ds_chat_parser *p) { return p->state == STATE_ENDED; }
 
 void ds_chat_parser_free(ds_chat_parser *p) {
@@ -109,7 +111,7 @@ static void run(ds_chat_parser *p, int final, ds_part_fn fn, void *user) {
         if (p->state == 0) {
             if (p->strip_newlines) {
                 size_t k = 0;
-                while (k < hn && (h[k] == '\n' || h[k] == '\r')) k++;
+                while (k < hn && (h[k] == '\n' || h[k] == '\r' || (p->strip_blanks && (h[k] == ' ' || h[k] == '\t')))) k++;
                 ds_sb_consume(&p->hold, k);
                 if (k == hn) return;
                 p->strip_newlines = 0;

@@ -725,6 +725,7 @@ ds_completion *ds_completion_start(ds_server *s, ds_oai_request *req, int fd, ds
         ds_stop_filter_init(&h->stop, c->req.stop, c->req.stop_len, c->req.n_stop);
         ds_chat_parser_init(&h->parser, c->start_in_reasoning, c->parse_tools);
         if (!c->req.parallel_tool_calls) ds_chat_parser_limit_calls(&h->parser, 1);
+        if (grammar && !trigger) ds_chat_parser_strip_blanks(&h->parser);
     }
     if (grammar) {
         const ds_model_config *mc = ds_model_cfg(s->model);

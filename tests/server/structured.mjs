@@ -232,14 +232,17 @@ async function main() {
   await t('thinking on: the reasoning stays free and the end token waits for a whole answer', async () => {
     // the same answers through a GBNF grammar and a JSON Schema
     const schema = { type: 'object', properties: { v: { enum: [1, 2, 3] } }, required: ['v'], additionalProperties: false };
-    const rs = await Promise.all([0, 1, 2, 3, 4, 5].map((seed) => post('/v1/chat/completions', { model: MODEL, messages: msgs('hi'),
-      max_tokens: 300, seed, ...(seed % 2 ? { grammar: 'root ::= "{\\"v\\": " [1-3] "}"' }
-        : { response_format: { type: 'json_schema', json_schema: { name: 'v', schema, strict: true } } }) })));
+    // (and a choice: the blanks allowed after </think> are not part of the answer)
+    const rs = await Promise.all([0, 1, 2, 3, 4, 5, 6, 7, 8].map((seed) => post('/v1/chat/completions', { model: MODEL,
+      messages: msgs('hi'), max_tokens: 300, seed, ...(seed >= 6 ? { guided_choice: ['yes', 'no'] }
+        : seed % 2 ? { grammar: 'root ::= "{\\"v\\": " [1-3] "}"' }
+          : { response_format: { type: 'json_schema', json_schema: { name: 'v', schema, strict: true } } }) })));
     const records = [];
     rs.forEach((r, seed) => {
       check(r.status === 200, JSON.stringify(r.body));
       const c = r.body.choices[0];
-      if (c.finish_reason === 'stop') records.push({ kind: 'schema', schema, text: c.message.content, what: `seed ${seed}` });
+      if (c.finish_reason === 'stop' && seed >= 6) records.push({ kind: 'regex', pattern: 'yes|no', text: c.message.content, what: `seed ${seed}` });
+      else if (c.finish_reason === 'stop') records.push({ kind: 'schema', schema, text: c.message.content, what: `seed ${seed}` });
       else check(c.finish_reason === 'length' && r.body.usage.completion_tokens === 300, `seed ${seed}: ${JSON.stringify(r.body.usage)}`);
     });
     const bad = pyCheck(records);

@@ -149,6 +149,16 @@ static void test_tool_calls(void) {
     parse_bytes("<tool_call>{\"name\": \"f\"</tool_call>a</tool_call>", 0, 1, &k);
     CHECK(!k.calls && !strcmp(S(&k.content), "<tool_call>{\"name\": \"f\"</tool_call>a</tool_call>"), "%s", S(&k.content));
     sink_free(&k);
+    /* after </think>, a constrained answer's leading blanks (the grammar filter's allowance) are dropped */
+    ds_chat_parser p;
+    ds_chat_parser_init(&p, 1, 0);
+    ds_chat_parser_strip_blanks(&p);
+    const char *pieces[] = {"why", "</think>", "\t ", "\n", "yes-1 ", "\t"};
+    for (int i = 0; i < 6; i++) ds_chat_parser_feed(&p, pieces[i], strlen(pieces[i]), on_part, &k);
+    ds_chat_parser_finish(&p, on_part, &k);
+    ds_chat_parser_free(&p);
+    CHECK(!strcmp(S(&k.content), "yes-1 \t") && !strcmp(S(&k.reasoning), "why"), "'%s' '%s'", S(&k.content), S(&k.reasoning));
+    sink_free(&k);
     /* without tools the tags are text */
     parse_bytes("<tool_call>{\"name\":\"f\"}</tool_call>", 0, 0, &k);
     CHECK(!k.calls && !strcmp(S(&k.content), "<tool_call>{\"name\":\"f\"}</tool_call>"), "%s", "");

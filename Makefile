@@ -23,7 +23,7 @@ CFLAGS  := $(CFLAGS_BASE) $(OPT) $(EXTRA_CFLAGS)
 LDLIBS  := $(shell pkg-config --libs $(PKGS) 2>/dev/null || echo -ljansson) -lm -lpthread
 LDFLAGS := $(OPT)
 
-LAYERS  := common kernels loading tokenizer grammar model engine jinja server
+LAYERS  := common kernels loading tokenizer model engine grammar jinja server
 LIB_SRC := $(foreach d,$(LAYERS),$(wildcard src/$(d)/*.c))
 # x86 kernels: each file is built for its own instruction set and only called
 # after a run-time check (src/kernels/cpu.c)

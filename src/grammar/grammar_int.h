@@ -85,7 +85,7 @@ struct ds_grammar {
     int pos_cap, n_pos;
     gr_state_mask **state_cache;    /* hash buckets */
     int n_state_buckets, n_state_masks;
-    size_t cache_bytes;
+    atomic_size_t cache_bytes;      /* read by other threads for the server's cache budget */
 };
 
 /* Clears the mask caches (the vocabulary changed, or they outgrew their budget). */

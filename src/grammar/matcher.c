@@ -5,10 +5,22 @@
 #include "grammar/matcher.h"
 #include "grammar/matcher_int.h"
 
-/* A matcher that runs into these has met a grammar whose stacks do not repeat
- * (or an answer far longer than any request allows): it refuses from then on. */
-#define MAX_NODES (1 << 22)
-#define MAX_STATES (1 << 20)
+/* A matcher's byte budget: one that runs into it has met a grammar whose
+ * stacks do not repeat (or an answer far longer than any request allows),
+ * and refuses from then on (matcher.h: ds_matcher_failed). A state costs its
+ * transition table, a node its entry and its hash slot. */
+#define SPACE_BUDGET (48u << 20)
+#define STATE_BYTES (sizeof(gr_state) + 256 * sizeof(int32_t) + 2 * sizeof(int32_t))
+#define NODE_BYTES (sizeof(gr_node) + 2 * sizeof(int32_t))
+
+/* Stacks one state may hold: an ambiguous grammar (a repetition next to a recursion that
+ * can start with the same bytes) multiplies them with every byte. */
+#define MAX_STACKS 2048
+
+static int over_budget(const gr_space *sp) {
+    return (size_t)sp->n_states * STATE_BYTES + (size_t)sp->n_nodes * NODE_BYTES + sp->n_items * sizeof(int32_t) >
+           SPACE_BUDGET;
+}
 
 static uint64_t mix(uint64_t x) {
     x += 0x9e3779b97f4a7c15ull;
@@ -79,7 +91,7 @@ static int32_t node(gr_space *sp, uint32_t pos, int32_t parent) {
         const gr_node *n = &sp->nodes[sp->node_table[h]];
         if (n->pos == pos && n->parent == parent) return sp->node_table[h];
     }
-    if (sp->n_nodes >= MAX_NODES || !grow((void **)&sp->nodes, &sp->cap_nodes, sp->n_nodes + 1, sizeof *sp->nodes)) {
+    if (over_budget(sp) || !grow((void **)&sp->nodes, &sp->cap_nodes, sp->n_nodes + 1, sizeof *sp->nodes)) {
         sp->overflow = 1;
         return -1;
     }
@@ -91,6 +103,7 @@ static int32_t node(gr_space *sp, uint32_t pos, int32_t parent) {
 }
 
 static void add_tmp(gr_space *sp, int32_t n) {
+    if (sp->n_tmp >= 8 * MAX_STACKS) { sp->overflow = 1; return; }
     if (!grow((void **)&sp->tmp, &sp->cap_tmp, sp->n_tmp + 1, sizeof *sp->tmp)) { sp->overflow = 1; return; }
     sp->tmp[sp->n_tmp++] = n;
 }
@@ -99,7 +112,7 @@ static void add_tmp(gr_space *sp, int32_t n) {
  * the bottom: references open their rule's alternatives, ends return to the frame below. */
 static void expand(gr_space *sp, uint32_t pos, int32_t parent) {
     const ds_grammar *g = sp->g;
-    for (;;) {
+    while (!sp->overflow) {
         gr_elem e = g->el[pos];
         if (e.kind == E_BYTES) {
             int32_t n = node(sp, pos, parent);
@@ -152,6 +165,7 @@ static int32_t intern_tmp(gr_space *sp, int from) {
     int m = 1;
     for (int i = 1; i < n; i++)
         if (v[i] != v[m - 1]) v[m++] = v[i];
+    if (m > MAX_STACKS) { sp->overflow = 1; sp->n_tmp = from; return -1; }
     uint64_t h = 0x12345;
     for (int i = 0; i < m; i++) h = mix(h ^ (uint64_t)v[i]);
     size_t mask = (size_t)sp->state_tcap - 1, k = h & mask;
@@ -162,7 +176,7 @@ static int32_t intern_tmp(gr_space *sp, int from) {
             return sp->state_table[k];
         }
     }
-    if (sp->n_states >= MAX_STATES || !grow((void **)&sp->states, &sp->cap_states, sp->n_states + 1, sizeof *sp->states)) {
+    if (over_budget(sp) || !grow((void **)&sp->states, &sp->cap_states, sp->n_states + 1, sizeof *sp->states)) {
         sp->overflow = 1;
         sp->n_tmp = from;
         return -1;
@@ -269,6 +283,8 @@ int ds_matcher_accept(ds_matcher *m, const char *bytes, size_t len) {
 }
 
 int ds_matcher_steps(const ds_matcher *m) { return m->n_hist - 1; }
+
+int ds_matcher_failed(const ds_matcher *m) { return m->sp.overflow; }
 
 void ds_matcher_rollback(ds_matcher *m, int n_steps) {
     if (n_steps > m->n_hist - 1) n_steps = m->n_hist - 1;

@@ -29,6 +29,11 @@ int ds_matcher_accept(ds_matcher *m, const char *bytes, size_t len);
 int ds_matcher_steps(const ds_matcher *m);
 void ds_matcher_rollback(ds_matcher *m, int n_steps);
 
+/* The matcher ran out of its byte budget (or of memory): it refuses every
+ * byte from then on, and its owner must fail the answer rather than let it
+ * go on unconstrained. */
+int ds_matcher_failed(const ds_matcher *m);
+
 /* The bytes so far are a whole sentence of the grammar (it may end here). */
 int ds_matcher_can_end(const ds_matcher *m);
 /* ... and no byte may follow. */

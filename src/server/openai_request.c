@@ -422,10 +422,11 @@ static int parse_response_format(const json_t *v, ds_oai_request *r, ds_oai_erro
 static int parse_structured_outputs(const json_t *so, ds_oai_request *r, ds_oai_error *err) {
     static const char F[] = "structured_outputs";
     if (!json_is_object(so)) return fail(err, F, "'structured_outputs' must be an object");
-    int strict = 1, space = OUT_SPACE, flag;
+    int strict = 1, space = OUT_SPACE, flag = 0;
     const char *k;
     const json_t *v;
-    /* options first: they shape the constraint whatever the key order */
+    /* options first: they shape the constraint whatever the key order (the other two only checked:
+     * the grammar is strict already, and there is no other backend to fall back to) */
     if (get_bool(so, "disable_any_whitespace", &flag, err) < 0) return -1;
     if (flag) space = 0;
     if (get_bool(so, "disable_additional_properties", &flag, err) < 0) return -1;

@@ -127,54 +127,71 @@ static int text_fits(const scenario *s, const char *text, size_t n) {
 
 static int text_opens(const scenario *s, const char *text, size_t n) { return text_fits(s, text, n) == -1; }
 
+static int is_blank(const char *text, size_t n) {
+    for (size_t i = 0; i < n; i++)
+        if (!is_space(text[i])) return 0;
+    return 1;
+}
+
+static int n_blank_left_out;
+
 static int has_closer(const char *b, size_t len) {
     for (size_t i = 0; i < len; i++)
         if (strchr("\n<>/\"}]", b[i])) return 1;
     return 0;
 }
 
-/* the calls of a finished text: each read back by the chat parser, to an allowed function, with its arguments */
+typedef struct {
+    json_t *calls;
+    ds_sb content;
+} parsed;
+
+static void on_part(void *user, ds_part_kind kind, const char *text, size_t n, const json_t *call) {
+    parsed *p = user;
+    if (kind == DS_PART_TOOL_CALL) json_array_append(p->calls, (json_t *)call);
+    else ds_sb_append(&p->content, text, n);
+}
+
+/* the calls of a finished text, read back by the server's chat parser: nothing but calls, each to
+ * an allowed function, with its arguments */
 static int calls_valid(const scenario *s, const char *text, size_t n, int *n_calls) {
-    static const char OPEN[] = "<tool_call>", CLOSE[] = "</tool_call>";
-    const char *p = text, *end = text + n;
-    *n_calls = 0;
-    while (p < end && is_space(*p)) p++;
-    while (p < end) {
-        if ((size_t)(end - p) < sizeof OPEN - 1 || memcmp(p, OPEN, sizeof OPEN - 1)) return 0;
-        p += sizeof OPEN - 1;
-        const char *c = memmem(p, (size_t)(end - p), CLOSE, sizeof CLOSE - 1);
-        if (!c) return 0;
-        json_t *call = ds_tool_call_parse(p, (size_t)(c - p));
-        if (!call) {
-            printf("# not a call: %.*s\n", (int)(c - p), p);
-            return 0;
-        }
+    parsed pr = {.calls = json_array()};
+    ds_chat_parser cp;
+    ds_chat_parser_init(&cp, 0, 1);
+    ds_chat_parser_feed(&cp, text, n, on_part, &pr);
+    ds_chat_parser_finish(&cp, on_part, &pr);
+    ds_chat_parser_free(&cp);
+    int ok = json_array_size(pr.calls) > 0;
+    for (size_t i = 0; i < pr.content.n && ok; i++) ok = is_space(pr.content.s[i]);
+    if (!ok) printf("# not only calls: content '%.*s'\n", (int)pr.content.n, pr.content.s ? pr.content.s : "");
+    *n_calls = (int)json_array_size(pr.calls);
+    size_t k;
+    const json_t *call;
+    json_array_foreach(pr.calls, k, call) {
         const char *name = json_string_value(json_object_get(call, "name"));
         const char *at = json_string_value(json_object_get(call, "arguments"));
         json_t *args = at ? ds_json_parse(at, strlen(at), NULL, 0) : NULL;
-        int ok = 0;
-        for (int i = 0; i < s->n_allowed && !ok; i++) {
+        int fits = 0;
+        for (int i = 0; i < s->n_allowed && !fits; i++) {
             int f = s->funcs[i];
             if (strcmp(name, FUNCS[f][0])) continue;
-            ok = json_is_object(args);
+            fits = json_is_object(args);
             if (!s->constrained) continue;
-            if (f == 1) ok = ok && json_is_string(json_object_get(args, "tz"));
+            if (f == 1) fits = fits && json_is_string(json_object_get(args, "tz"));
             if (f == 2) {
                 const char *u = json_string_value(json_object_get(args, "unit"));
-                ok = ok && json_object_get(args, "city") && u && (!strcmp(u, "celsius") || !strcmp(u, "fahrenheit"));
+                fits = fits && json_object_get(args, "city") && u && (!strcmp(u, "celsius") || !strcmp(u, "fahrenheit"));
             }
-            if (f == 4) ok = ok && json_is_integer(json_object_get(args, "id"));
-            if (f == 0 || f == 5) ok = ok && json_object_size(args) == 0;
+            if (f == 4) fits = fits && json_is_integer(json_object_get(args, "id"));
+            if (f == 0) fits = fits && json_object_size(args) == 0;   /* no parameters: none */
         }
-        if (!ok) printf("# wrong call: %s %s\n", name, at ? at : "?");
+        if (!fits) printf("# wrong call: %s %s\n", name, at ? at : "?");
         json_decref(args);
-        json_decref(call);
-        if (!ok) return 0;
-        (*n_calls)++;
-        p = c + sizeof CLOSE - 1;
-        if (p < end && *p == '\n') p++;
+        ok = ok && fits;
     }
-    return *n_calls > 0;
+    json_decref(pr.calls);
+    ds_sb_free(&pr.content);
+    return ok;
 }
 
 #define MAX_WALK 1500
@@ -245,6 +262,11 @@ static int walk(const ds_tokenizer *tok, const ds_vocab_index *vi, int check_eve
             int want = text_fits(&s, text, tn + len);
             if (want < 0) continue;   /* past the opening: the arguments' grammar decides */
             (*n_compared)++;
+            /* the filter offers at most 64 blank tokens after </think> (vocab_index.c): a subset, not a fault */
+            if (want && !has && s.in_reasoning && text_fits(&s, text, tn + len) && is_blank(text, tn + len)) {
+                n_blank_left_out++;
+                continue;
+            }
             if (want != has) {
                 CHECK(0, "token %d '%.*s' after '%.*s': filter says %d, the check %d", v, (int)len, b, (int)tn, text, has,
                       want);
@@ -322,7 +344,8 @@ static void walks(ds_tokenizer *t, int n_walks, int check_every_token) {
     int typed = schema_compiler_works(), done = 0, compared = 0;
     if (!typed) printf("# the JSON Schema compiler is not there yet: no typed parameters\n");
     for (int i = 0; i < n_walks && !ds_t_case_failed; i++) done += walk(t, vi, check_every_token, typed, &compared);
-    printf("# %d of %d walks ended with valid calls, %d token decisions compared\n", done, n_walks, compared);
+    printf("# %d of %d walks ended with valid calls, %d token decisions compared (%d blank tokens after </think> "
+           "the filter left out)\n", done, n_walks, compared, n_blank_left_out);
     CHECK(ds_t_case_failed || done >= n_walks * 3 / 4, "only %d of %d walks ended", done, n_walks);
     ds_vocab_index_free(vi);
     ds_tokenizer_free(t);

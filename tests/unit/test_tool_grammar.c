@@ -440,8 +440,76 @@ static void test_grammar_text(void) {
     json_decref(tools);
 }
 
+/* tool_choice auto with a strict function: free text (the end token allowed) until the answer
+ * writes <tool_call>, then the call's grammar, then (one call) only the end token */
+static void test_trigger(void) {
+    ds_tokenizer *tok = test_generated_tokenizer();
+    REQUIRE(tok, "tokenizer");
+    static const char TOOLS[] = "[{\"type\":\"function\",\"function\":{\"name\":\"get_time\",\"strict\":true,\"parameters\":"
+                                "{\"type\":\"object\",\"properties\":{\"tz\":{\"enum\":[\"UTC\",\"CET\"]}},\"required\":[\"tz\"]}}}]";
+    char *gbnf = NULL;
+    ds_err e = {0};
+    json_t *tools = ds_json_parse(TOOLS, sizeof TOOLS - 1, NULL, 0);
+    ds_tool_grammar_params tp = {.form = DS_CALL_XML, .tools = tools};
+    size_t gl = 0;
+    ds_grammar *g = NULL;
+    ds_vocab_index *vi = NULL;
+    ds_grammar_filter *gf = NULL;
+    int32_t end_ids[1] = {ds_tokenizer_find(tok, "<|endoftext|>")};
+    int V = ds_tokenizer_n_tokens(tok);
+    uint32_t *allowed = calloc(DS_MASK_WORDS(V), sizeof *allowed);
+    ds_tokens a = {0}, b = {0};
+    static const char CALL[] = "<tool_call>\n<function=get_time>\n<parameter=tz>\nCET\n</parameter>\n</function>\n</tool_call>";
+    CHECK(ds_tool_grammar(&tp, &gbnf, &gl, &e) == DS_OK && ds_grammar_parse(gbnf, gl, &g, &e) == DS_OK &&
+          ds_vocab_index_new(tok, &vi, &e) == DS_OK, "%s", e.msg);
+    ds_grammar_filter_params fp = {.grammar = g, .vocab = vi, .tok = tok, .end_ids = end_ids, .n_end = 1,
+                                   .trigger = "<tool_call>"};
+    CHECK(!ds_t_case_failed && ds_grammar_filter_new(&fp, &gf, &e) == DS_OK, "%s", e.msg);
+    CHECK(!ds_t_case_failed && ds_tokenizer_encode(tok, "Let me see. <tool_call>", 23, 1, &a, &e) == DS_OK &&
+          ds_tokenizer_encode(tok, CALL, strlen(CALL), 1, &b, &e) == DS_OK, "%s", e.msg);
+    if (ds_t_case_failed) goto out;
+    CHECK(ds_grammar_filter_fn(gf, a.ids, (int)a.n - 1, allowed, V) == DS_FILTER_FREE, "free before the trigger");
+    memset(allowed, 0, DS_MASK_WORDS(V) * sizeof *allowed);
+    CHECK(ds_grammar_filter_fn(gf, a.ids, (int)a.n, allowed, V) == DS_FILTER_MASK && !DS_MASK_HAS(allowed, end_ids[0]) &&
+          DS_MASK_HAS(allowed, ds_tokenizer_find(tok, "\xC4\x8A")) && !DS_MASK_HAS(allowed, 65), "the call's grammar after it");
+    /* the whole call: then nothing but the end */
+    int32_t gen[256];
+    int n = 0;
+    for (size_t i = 0; i + 1 < a.n; i++) gen[n++] = a.ids[i];
+    for (size_t i = 0; i < b.n && n < 256; i++) gen[n++] = b.ids[i];
+    memset(allowed, 0, DS_MASK_WORDS(V) * sizeof *allowed);
+    CHECK(ds_grammar_filter_fn(gf, gen, n, allowed, V) == DS_FILTER_MASK && DS_MASK_HAS(allowed, end_ids[0]) &&
+          ds_grammar_filter_complete(gf), "complete after the call");
+    int others = 0;
+    for (int32_t v = 0; v < V; v++) others += DS_MASK_HAS(allowed, v) && v != end_ids[0];
+    CHECK(others == 0, "%d other tokens after the one call", others);
+    /* a value outside the enum is refused: "CET" -> "CEX" never gets the mask's consent */
+    memset(allowed, 0, DS_MASK_WORDS(V) * sizeof *allowed);
+    int upto = n - (int)b.n;
+    for (size_t i = 0; i < b.n; i++) {
+        size_t len = 0;
+        const char *t = ds_tokenizer_token_bytes(tok, b.ids[i], &len);
+        gen[upto++] = b.ids[i];
+        if (len && memchr(t, 'E', len)) break;
+    }
+    ds_grammar_filter_fn(gf, gen, upto, allowed, V);
+    int32_t x = ds_tokenizer_find(tok, "X");
+    CHECK(x >= 0 && !DS_MASK_HAS(allowed, x), "'X' after 'CE'");
+out:
+    free(a.ids);
+    free(b.ids);
+    free(allowed);
+    free(gbnf);
+    ds_grammar_filter_free(gf);
+    ds_grammar_unref(g);
+    ds_vocab_index_free(vi);
+    json_decref(tools);
+    ds_tokenizer_free(tok);
+}
+
 int main(void) {
     RUN(test_grammar_text);
+    RUN(test_trigger);
     RUN(test_walks_generated_vocab);
     RUN(test_walks_qwen3_vocab);
     return ds_test_finish();

@@ -576,8 +576,10 @@ static uint64_t fresh_seed(void) {
 
 /* The constraint's grammar from the cache, or compiled (gbnf, when not NULL,
  * writes it) and parsed, then kept. field: the request field, for errors. */
-static int cached_grammar(ds_server *s, const char *key, size_t key_len, ds_status (*compile)(const void *, char **, size_t *, ds_err *),
-                          const void *arg, const char *field, int client_text, ds_grammar **out, ds_http_error *err) {
+typedef ds_status (*compile_fn)(const void *arg, char **gbnf, size_t *len, ds_err *e);
+
+static int cached_grammar(ds_server *s, const char *key, size_t key_len, compile_fn compile, const void *arg,
+                          const char *field, int client_text, ds_grammar **out, ds_http_error *err) {
     ds_grammar *g = key ? ds_grammar_cache_get(s->grammars, key, key_len) : NULL;
     ds_metrics_grammar_lookup(&s->metrics, g != NULL);
     if (g) {

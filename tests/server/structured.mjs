@@ -213,9 +213,10 @@ async function main() {
     forcedCalls(typedTools));
 
   await t('strict tools with tool_choice auto: text is free, a call once begun is valid', async () => {
-    const tools = stringTools;
+    const tools = [stringTools[1]];
     const records = [];
-    for (let seed = 0; seed < 4; seed++) {
+    // the random-weight model writes <tool_call> by itself now and then: among these seeds, some do
+    for (let seed = 0; seed < 12; seed++) {
       // the prompt ends where a call begins, so that the model starts one
       const r = await post('/v1/chat/completions', { model: MODEL, messages: msgs('weather?'), tools, tool_choice: 'auto', seed,
         max_tokens: 300, ...noThink });
@@ -225,6 +226,7 @@ async function main() {
         records.push({ kind: 'schema', schema: argsOf[call.function.name], text: call.function.arguments, what: `seed ${seed}` });
       check(['stop', 'length', 'tool_calls'].includes(c.finish_reason), c.finish_reason);
     }
+    check(records.length > 0, 'no answer called a tool: nothing was checked');
     const bad = pyCheck(records);
     check(bad.length === 0, bad.join(' | '));
   });

@@ -17,6 +17,8 @@ void ds_chat_parser_init(ds_chat_parser *p, int start_in_reasoning, int parse_to
 
 void ds_chat_parser_limit_calls(ds_chat_parser *p, int max_calls) { p->max_calls = max_calls; }
 
+void ds_chat_parser_strip_blanks(ds_chat_parser *p) { p->strip_blanks = 1; }
+
 int ds_chat_parser_ended(const ds_chat_parser *p) { return p->state == STATE_ENDED; }
 
 void ds_chat_parser_free(ds_chat_parser *p) {
@@ -29,6 +31,19 @@ static long find(const char *h, size_t hn, const char *nd) {
     for (size_t i = 0; i + nn <= hn; i++)
         if (!memcmp(h + i, nd, nn)) return (long)i;
     return -1;
+}
+
+static long find_after(const char *h, size_t hn, const char *nd, size_t from) {
+    if (from > hn) return -1;
+    long at = find(h + from, hn - from, nd);
+    return at < 0 ? -1 : at + (long)from;
+}
+
+/* the body of a call in Qwen3's JSON form (it starts with '{') */
+static int json_body(const char *h, size_t n) {
+    size_t i = 0;
+    while (i < n && isspace((unsigned char)h[i])) i++;
+    return i < n && h[i] == '{';
 }
 
 /* bytes at the end of h that are a proper prefix of tag */
@@ -96,7 +111,7 @@ static void run(ds_chat_parser *p, int final, ds_part_fn fn, void *user) {
         if (p->state == 0) {
             if (p->strip_newlines) {
                 size_t k = 0;
-                while (k < hn && (h[k] == '\n' || h[k] == '\r')) k++;
+                while (k < hn && (h[k] == '\n' || h[k] == '\r' || (p->strip_blanks && (h[k] == ' ' || h[k] == '\t')))) k++;
                 ds_sb_consume(&p->hold, k);
                 if (k == hn) return;
                 p->strip_newlines = 0;
@@ -125,6 +140,13 @@ static void run(ds_chat_parser *p, int final, ds_part_fn fn, void *user) {
             return;
         }
         json_t *call = ds_tool_call_parse(h, (size_t)at);
+        if (!call && json_body(h, (size_t)at)) {
+            /* a JSON body may hold "</tool_call>" inside a string: a later one may end it */
+            long next = at;
+            while (!call && (next = find_after(h, hn, CALL_CLOSE, (size_t)next + 1)) >= 0)
+                if ((call = ds_tool_call_parse(h, (size_t)next))) at = next;
+            if (!call && !final) return;
+        }
         if (call) {
             ds_sb_clear(&p->ws);
             fn(user, DS_PART_TOOL_CALL, NULL, 0, call);

@@ -9,6 +9,8 @@
  * Tool call bodies in two formats are understood (ds_tool_call_parse):
  *   Qwen3.5: <function=NAME>\n<parameter=ARG>\nVALUE\n</parameter>\n</function>
  *   Qwen3:   {"name": NAME, "arguments": {...}}
+ * A JSON body may hold "</tool_call>" inside a string: the call ends at the
+ * first one after which the body parses (held until the end if none does).
  * A body that is neither, or a call left unclosed at the end, comes out as
  * content, tags included: nothing the model wrote is dropped. A tag that may
  * still be completed is held back until it is decided. One parser per choice,
@@ -32,6 +34,7 @@ typedef struct {
     int parse_tools;
     int at_start;         /* nothing consumed yet (a leading <think> opens reasoning) */
     int strip_newlines;   /* just after </think>: leading newlines of the content are dropped */
+    int strip_blanks;     /* ... and spaces and tabs (a grammar-constrained answer: they are not part of it) */
     int n_calls;
     int max_calls;        /* > 0: the answer ends with this many calls (parallel_tool_calls: false) */
     ds_sb hold;           /* text not decided yet */
@@ -41,6 +44,9 @@ typedef struct {
 void ds_chat_parser_init(ds_chat_parser *p, int start_in_reasoning, int parse_tools);
 /* Ends the answer after the max_calls-th tool call: whatever follows it is dropped (max_calls 0: no limit). */
 void ds_chat_parser_limit_calls(ds_chat_parser *p, int max_calls);
+/* After </think>, drops leading spaces and tabs too: the blanks a grammar filter allows between a
+ * reasoning part and the constrained answer (grammar/grammar_filter.h) are not part of that answer. */
+void ds_chat_parser_strip_blanks(ds_chat_parser *p);
 /* 1 once the answer has ended (the call limit was reached): the rest of the generation is not needed. */
 int ds_chat_parser_ended(const ds_chat_parser *p);
 void ds_chat_parser_feed(ds_chat_parser *p, const char *s, size_t n, ds_part_fn fn, void *user);

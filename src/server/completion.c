@@ -26,8 +26,10 @@
 #include <sys/socket.h>
 #include <time.h>
 
+#include "grammar/grammar_filter.h"
 #include "server/chat_parser.h"
 #include "server/json_text.h"
+#include "server/output_grammar.h"
 #include "server/openai_response.h"
 #include "server/sse.h"
 #include "server/stop_filter.h"
@@ -48,10 +50,7 @@ typedef struct {
     ds_stream_decoder dec;
     ds_stop_filter stop;
     ds_chat_parser parser;
-    ds_tool_constraint call;  /* tool_choice required or named: engine-thread filter state */
-    int has_call;
-    ds_json_constraint json;  /* response_format json_object: engine-thread filter state */
-    int has_json;
+    ds_grammar_filter *gf;    /* the answer follows a grammar: engine-thread filter state (NULL: free) */
     int done, stop_hit, has_cached;
     ds_finish reason;
     char error[256];
@@ -125,7 +124,7 @@ static void completion_free(ds_completion *c) {
         ds_stream_decoder_free(&h->dec);
         ds_stop_filter_free(&h->stop);
         ds_chat_parser_free(&h->parser);
-        if (h->has_call) ds_tool_constraint_free(&h->call);
+        ds_grammar_filter_free(h->gf);
         ds_sb_free(&h->think_tail);
         ds_sb_free(&h->content);
         ds_sb_free(&h->reasoning);
@@ -573,6 +572,73 @@ static uint64_t fresh_seed(void) {
     return ((uint64_t)ts.tv_sec << 32) ^ (uint64_t)ts.tv_nsec ^ (atomic_fetch_add(&n, 1) * 0x9E3779B97F4A7C15ull);
 }
 
+/* --- the grammar the answer follows --- */
+
+/* The constraint's grammar from the cache, or compiled (gbnf, when not NULL,
+ * writes it) and parsed, then kept. field: the request field, for errors. */
+typedef ds_status (*compile_fn)(const void *arg, char **gbnf, size_t *len, ds_err *e);
+
+static int cached_grammar(ds_server *s, const char *key, size_t key_len, compile_fn compile, const void *arg,
+                          const char *field, int client_text, ds_grammar **out, ds_http_error *err) {
+    ds_grammar *g = key ? ds_grammar_cache_get(s->grammars, key, key_len) : NULL;
+    ds_metrics_grammar_lookup(&s->metrics, g != NULL);
+    if (g) {
+        *out = g;
+        return 0;
+    }
+    ds_err e = {0};
+    char *gbnf = NULL;
+    size_t n = 0;
+    ds_status st = compile(arg, &gbnf, &n, &e);
+    if (st == DS_OK && (st = ds_grammar_parse(gbnf, n, &g, &e)) != DS_OK && !client_text)
+        ds_err_prefix(&e, "the grammar compiled from it does not parse");
+    free(gbnf);
+    if (st == DS_ENOMEM) return http_fail(err, 500, "server_error", NULL, NULL, "'%s': %s", field, e.msg);
+    if (st) return http_fail(err, 400, "invalid_request_error", NULL, field, "'%s': %s", field, e.msg);
+    if (key) ds_grammar_cache_put(s->grammars, key, key_len, g);
+    *out = g;
+    return 0;
+}
+
+static ds_status compile_output(const void *o, char **gbnf, size_t *len, ds_err *e) {
+    return ds_output_gbnf(o, gbnf, len, e);
+}
+
+static ds_status compile_tools(const void *p, char **gbnf, size_t *len, ds_err *e) {
+    return ds_tool_grammar(p, gbnf, len, e);
+}
+
+/* The grammar of the request's answer, or none (*g NULL): a forced tool call
+ * (from the start, after the reasoning), strict functions under tool_choice
+ * auto (from the call's first byte on: *trigger), or the output constraint. */
+static int request_grammar(ds_completion *c, ds_grammar **g, const char **trigger, ds_http_error *err) {
+    ds_server *s = c->srv;
+    const ds_oai_request *r = &c->req;
+    *g = NULL;
+    *trigger = NULL;
+    char *key = NULL;
+    size_t kl = 0;
+    int rc = 0;
+    int forced = r->kind == DS_OAI_CHAT && r->tool_choice >= DS_TOOLS_REQUIRED;
+    if (forced || (r->kind == DS_OAI_CHAT && r->tool_choice == DS_TOOLS_AUTO && r->strict_tools)) {
+        ds_tool_grammar_params tp = {.form = s->call_form, .tools = r->tools,
+                                     .only = r->tool_choice == DS_TOOLS_NAMED ? r->tool_name : NULL,
+                                     .parallel = r->parallel_tool_calls,
+                                     /* the filter allows the blank bytes after </think> itself */
+                                     .lead_space = 0,
+                                     .max_space = 4};
+        key = ds_tool_grammar_key(&tp, &kl);
+        rc = cached_grammar(s, key, kl, compile_tools, &tp, "tools", 0, g, err);
+        if (!forced) *trigger = "<tool_call>";
+    } else if (r->output.kind != DS_OUT_NONE) {
+        key = ds_output_cache_key(&r->output, &kl);
+        rc = cached_grammar(s, key, kl, compile_output, &r->output, r->output.field, r->output.kind == DS_OUT_GRAMMAR,
+                            g, err);
+    }
+    free(key);
+    return rc;
+}
+
 ds_completion *ds_completion_start(ds_server *s, ds_oai_request *req, int fd, ds_http_error *err) {
     memset(err, 0, sizeof *err);
     ds_completion *c = calloc(1, sizeof *c);
@@ -599,6 +665,7 @@ ds_completion *ds_completion_start(ds_server *s, ds_oai_request *req, int fd, ds
     ds_err e = {0};
     char *text = NULL;
     size_t tl = 0;
+    ds_grammar *grammar = NULL;
     if (c->req.kind == DS_OAI_CHAT) {
         if (render_prompt(s, &c->req, &text, &tl, err)) goto fail;
         c->start_in_reasoning = tl >= 8 && !memcmp(text + tl - 8, "<think>\n", 8);
@@ -646,6 +713,8 @@ ds_completion *ds_completion_start(ds_server *s, ds_oai_request *req, int fd, ds
                   c->max_tokens, s->ctx);
         goto fail;
     }
+    const char *trigger = NULL;
+    if (request_grammar(c, &grammar, &trigger, err)) goto fail;
     for (int i = 0; i < c->n; i++) {
         choice *h = &c->ch[i];
         h->rq = c;
@@ -658,22 +727,21 @@ ds_completion *ds_completion_start(ds_server *s, ds_oai_request *req, int fd, ds
         ds_stop_filter_init(&h->stop, c->req.stop, c->req.stop_len, c->req.n_stop);
         ds_chat_parser_init(&h->parser, c->start_in_reasoning, c->parse_tools);
         if (!c->req.parallel_tool_calls) ds_chat_parser_limit_calls(&h->parser, 1);
-        if (c->req.kind == DS_OAI_CHAT && c->req.tool_choice >= DS_TOOLS_REQUIRED) {
-            const ds_model_config *mc = ds_model_cfg(s->model);
-            if (ds_tool_constraint_init(&h->call, s->tok, s->call_form, c->req.tools,
-                                        c->req.tool_choice == DS_TOOLS_NAMED ? c->req.tool_name : NULL,
-                                        mc->eos_ids, mc->n_eos, c->start_in_reasoning, &e) != DS_OK) {
-                http_fail(err, e.code == DS_ENOMEM ? 500 : 400, e.code == DS_ENOMEM ? "server_error" : "invalid_request_error",
-                          NULL, "tool_choice", "%s", e.msg);
+        if (grammar && !trigger) ds_chat_parser_strip_blanks(&h->parser);
+    }
+    if (grammar) {
+        const ds_model_config *mc = ds_model_cfg(s->model);
+        for (int i = 0; i < c->n; i++) {
+            ds_grammar_filter_params fp = {.grammar = grammar, .vocab = s->vocab, .tok = s->tok, .end_ids = mc->eos_ids,
+                                           .n_end = mc->n_eos, .in_reasoning = c->start_in_reasoning,
+                                           .trigger = trigger};
+            if (ds_grammar_filter_new(&fp, &c->ch[i].gf, &e) != DS_OK) {
+                http_fail(err, 500, "server_error", NULL, NULL, "the output constraint: %s", e.msg);
                 goto fail;
             }
-            h->has_call = 1;
         }
-        if (c->req.json_object) {
-            const ds_model_config *mc = ds_model_cfg(s->model);
-            ds_json_constraint_init(&h->json, s->tok, s->json_plain, mc->eos_ids, mc->n_eos, c->start_in_reasoning);
-            h->has_json = 1;
-        }
+        ds_grammar_unref(grammar);   /* the filters hold it */
+        grammar = NULL;
     }
     free(text);
     text = NULL;
@@ -684,8 +752,7 @@ ds_completion *ds_completion_start(ds_server *s, ds_oai_request *req, int fd, ds
                                 .max_tokens = c->max_tokens, .want_logprob = c->req.logprobs,
                                 .n_top_logprobs = c->req.logprobs ? c->req.top_logprobs : 0,
                                 .ignore_eos = c->req.ignore_eos, .on_event = on_event, .user = h};
-        if (h->has_call) rp.filter = ds_tool_constraint_filter, rp.filter_user = &h->call;
-        if (h->has_json) rp.filter = ds_json_constraint_filter, rp.filter_user = &h->json;
+        if (h->gf) rp.filter = ds_grammar_filter_fn, rp.filter_user = h->gf;
         /* the choices of one request share its seed (drawn here when the client gave none) and
          * differ by their index, which the sampler keys every draw with */
         rp.sampling.seed = c->req.seed_given ? c->req.sampling.seed : seed;
@@ -764,6 +831,7 @@ ds_completion *ds_completion_start(ds_server *s, ds_oai_request *req, int fd, ds
 fail:
     free(text);
     free(toks.ids);
+    ds_grammar_unref(grammar);
     for (int i = 0; i < c->n; i++) c->ch[i].done = 1;
     settle(c, OUT_REFUSED);
     ds_completion_release(c);

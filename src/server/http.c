@@ -352,8 +352,9 @@ static int load(ds_server *s) {
     static const char *const KEEP[4] = {"<think>", "</think>", "<tool_call>", "</tool_call>"};
     for (int i = 0; i < 4; i++) s->keep_ids[i] = ds_tokenizer_find(s->tok, KEEP[i]);
     set_fingerprint(s);
-    if (!(s->json_plain = ds_json_plain_tokens(s->tok))) {
-        fprintf(stderr, "deltaserve serve: out of memory\n");
+    if (ds_vocab_index_new(s->tok, &s->vocab, &e) != DS_OK ||
+        ds_grammar_cache_new(DS_GRAMMAR_CACHE_BYTES, &s->grammars, &e) != DS_OK) {
+        fprintf(stderr, "deltaserve serve: output constraints: %s\n", e.msg);
         return -1;
     }
     return 0;
@@ -519,7 +520,8 @@ out:
         ds_engine_free(s->eng);
         ds_model_free(s->model);
         ds_tokenizer_free(s->tok);
-        free(s->json_plain);
+        ds_grammar_cache_free(s->grammars);
+        ds_vocab_index_free(s->vocab);
         ds_model_close(s->file);
         ds_jinja_free(s->tmpl);
         ds_metrics_free(&s->metrics);

@@ -50,6 +50,7 @@ void ds_metrics_client_abort(ds_metrics *m) { LOCKED(m, m->aborted_by_client++);
 void ds_metrics_started(ds_metrics *m) { LOCKED(m, m->requests_started++); }
 void ds_metrics_rejected(ds_metrics *m) { LOCKED(m, m->requests_rejected++); }
 void ds_metrics_failed(ds_metrics *m) { LOCKED(m, m->requests_failed++); }
+void ds_metrics_grammar_lookup(ds_metrics *m, int hit) { LOCKED(m, (hit ? m->grammar_hits++ : m->grammar_misses++)); }
 
 const char *ds_error_kind_name(ds_error_kind k) {
     static const char *const N[DS_ERRK_COUNT] = {"bad_request", "auth", "not_found", "too_large",
@@ -163,6 +164,10 @@ void ds_metrics_render(ds_metrics *m, const ds_engine_stats *st, const char *mod
     metric(o, "deltaserve:requests_failed_total", "counter",
            "Completion requests that failed after they were accepted (500 or an SSE error event).", lbl,
            (double)m->requests_failed);
+    metric(o, "deltaserve:grammar_cache_hits_total", "counter",
+           "Constrained requests whose grammar was in the grammar cache.", lbl, (double)m->grammar_hits);
+    metric(o, "deltaserve:grammar_cache_misses_total", "counter",
+           "Constrained requests whose grammar was compiled and parsed.", lbl, (double)m->grammar_misses);
     ds_sb_printf(o, "# HELP deltaserve:request_errors_total Requests refused or failed, by kind.\n"
                     "# TYPE deltaserve:request_errors_total counter\n");
     for (int k = 0; k < DS_ERRK_COUNT; k++)

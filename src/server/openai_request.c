@@ -190,6 +190,13 @@ static int parse_tools(const json_t *root, ds_oai_request *r, ds_oai_error *err)
                 return fail(err, "tools", "each tool must be an object of type 'function'");
             if (!json_is_object(f) || !json_is_string(get(f, "name")))
                 return fail(err, "tools", "each tool needs a 'function' with a 'name' string");
+            const json_t *params = get(f, "parameters"), *strict = get(f, "strict");
+            char param[64];
+            snprintf(param, sizeof param, "tools[%zu].function.parameters", i);
+            if (params && !json_is_object(params)) return fail(err, param, "'%s' must be an object (a JSON Schema)", param);
+            snprintf(param, sizeof param, "tools[%zu].function.strict", i);
+            if (strict && !json_is_boolean(strict)) return fail(err, param, "'%s' must be a boolean", param);
+            r->strict_tools |= json_is_true(strict);
         }
         if (json_array_size(tools) > 0) r->tools = json_deep_copy(tools);
     }
@@ -328,6 +335,149 @@ static int parse_reasoning_effort(const json_t *root, ds_oai_request *r, ds_oai_
     return fail(err, "reasoning_effort", "'reasoning_effort' must be none, minimal, low, medium or high");
 }
 
+/* --- output constraints ---
+ * Every spelling of a constraint ends up in r->output; a second one is a 400
+ * naming both, as the answer cannot follow two grammars at once. */
+
+/* whitespace bytes in a row a JSON answer may hold between tokens (a model that indents may) */
+#define OUT_SPACE 4
+
+/* value is taken over (also on failure) */
+static int set_output(ds_oai_request *r, ds_out_kind kind, const char *field, json_t *value, int strict,
+                      ds_oai_error *err) {
+    if (r->output.kind != DS_OUT_NONE) {
+        json_decref(value);
+        return fail(err, field, "only one output constraint per request: '%s' and '%s' were both given",
+                    r->output.field, field);
+    }
+    r->output.kind = kind;
+    snprintf(r->output.field, sizeof r->output.field, "%s", field);
+    r->output.value = value;
+    r->output.strict = strict;
+    r->output.max_space = OUT_SPACE;
+    return 0;
+}
+
+/* a schema: an object (or true / false); as_text also takes JSON text holding one (vLLM's guided_json) */
+static int set_schema(ds_oai_request *r, const char *field, const json_t *v, int as_text, int strict,
+                      ds_oai_error *err) {
+    if (as_text && json_is_string(v)) {
+        char msg[300];
+        json_t *parsed = ds_json_parse(json_string_value(v), json_string_length(v), msg, sizeof msg);
+        if (!parsed) return fail(err, field, "'%s' holds text that is not JSON: %s", field, msg);
+        if (!json_is_object(parsed) && !json_is_boolean(parsed)) {
+            json_decref(parsed);
+            return fail(err, field, "'%s' must be a JSON Schema (an object)", field);
+        }
+        return set_output(r, DS_OUT_SCHEMA, field, parsed, strict, err);
+    }
+    if (!json_is_object(v) && !json_is_boolean(v))
+        return fail(err, field, "'%s' must be a JSON Schema (an object)%s", field, as_text ? " or its JSON text" : "");
+    return set_output(r, DS_OUT_SCHEMA, field, json_deep_copy(v), strict, err);
+}
+
+static int set_text(ds_oai_request *r, ds_out_kind kind, const char *field, const json_t *v, ds_oai_error *err) {
+    if (!json_is_string(v)) return fail(err, field, "'%s' must be a string", field);
+    if (kind == DS_OUT_GRAMMAR && !json_string_length(v)) return fail(err, field, "'%s' must not be empty", field);
+    return set_output(r, kind, field, json_copy((json_t *)v), 0, err);
+}
+
+static int set_choice(ds_oai_request *r, const char *field, const json_t *v, ds_oai_error *err) {
+    if (!json_is_array(v) || !json_array_size(v))
+        return fail(err, field, "'%s' must be a non-empty array of strings", field);
+    size_t i;
+    const json_t *x;
+    json_array_foreach(v, i, x) if (!json_is_string(x)) return fail(err, field, "'%s[%zu]' must be a string", field, i);
+    return set_output(r, DS_OUT_CHOICE, field, json_deep_copy(v), 0, err);
+}
+
+/* OpenAI's response_format (and llama-server's {"type": "json_object", "schema": ...}) */
+static int parse_response_format(const json_t *v, ds_oai_request *r, ds_oai_error *err) {
+    static const char F[] = "response_format";
+    const json_t *t = get(v, "type");
+    if (!json_is_object(v) || !json_is_string(t)) return fail(err, F, "'response_format' must be an object with a 'type'");
+    if (ds_json_str_is(t, "text")) return 0;
+    if (ds_json_str_is(t, "json_object")) {
+        const json_t *schema = get(v, "schema");
+        return schema ? set_schema(r, F, schema, 0, 1, err) : set_output(r, DS_OUT_JSON_OBJECT, F, NULL, 0, err);
+    }
+    if (!ds_json_str_is(t, "json_schema"))
+        return fail(err, F, "response_format of type '%s' is not supported (only text, json_object and json_schema)",
+                    json_string_value(t));
+    const json_t *js = get(v, "json_schema");
+    if (!json_is_object(js)) return fail(err, F, "'response_format.json_schema' must be an object");
+    const json_t *name = get(js, "name"), *schema = get(js, "schema");
+    if (name && !json_is_string(name)) return fail(err, F, "'response_format.json_schema.name' must be a string");
+    int strict = 0;
+    const json_t *st = get(js, "strict");
+    if (st && !json_is_boolean(st)) return fail(err, F, "'response_format.json_schema.strict' must be a boolean");
+    strict = json_is_true(st);
+    if (!schema) return fail(err, F, "'response_format.json_schema.schema' is required");
+    if (!json_is_object(schema) && !json_is_boolean(schema))
+        return fail(err, F, "'response_format.json_schema.schema' must be a JSON Schema (an object)");
+    return set_schema(r, F, schema, 0, strict, err);
+}
+
+/* vLLM's structured_outputs: one of json, regex, choice, grammar, json_object, and options */
+static int parse_structured_outputs(const json_t *so, ds_oai_request *r, ds_oai_error *err) {
+    static const char F[] = "structured_outputs";
+    if (!json_is_object(so)) return fail(err, F, "'structured_outputs' must be an object");
+    int strict = 1, space = OUT_SPACE, flag = 0;
+    const char *k;
+    const json_t *v;
+    /* options first: they shape the constraint whatever the key order (the other two only checked:
+     * the grammar is strict already, and there is no other backend to fall back to) */
+    if (get_bool(so, "disable_any_whitespace", &flag, err) < 0) return -1;
+    if (flag) space = 0;
+    if (get_bool(so, "disable_additional_properties", &flag, err) < 0) return -1;
+    if (get_bool(so, "disable_fallback", &flag, err) < 0) return -1;
+    json_object_foreach((json_t *)so, k, v) {
+        char field[64];
+        snprintf(field, sizeof field, "structured_outputs.%.40s", k);
+        if (json_is_null(v) || !strcmp(k, "disable_any_whitespace") || !strcmp(k, "disable_additional_properties") ||
+            !strcmp(k, "disable_fallback"))
+            continue;
+        int rc;
+        if (!strcmp(k, "json")) rc = set_schema(r, field, v, 1, strict, err);
+        else if (!strcmp(k, "regex")) rc = set_text(r, DS_OUT_REGEX, field, v, err);
+        else if (!strcmp(k, "grammar")) rc = set_text(r, DS_OUT_GRAMMAR, field, v, err);
+        else if (!strcmp(k, "choice")) rc = set_choice(r, field, v, err);
+        else if (!strcmp(k, "json_object")) {
+            if (!json_is_boolean(v)) return fail(err, field, "'%s' must be a boolean", field);
+            rc = json_is_true(v) ? set_output(r, DS_OUT_JSON_OBJECT, field, NULL, 0, err) : 0;
+        } else if (!strcmp(k, "whitespace_pattern")) {
+            return fail(err, field, "'%s' is not supported: whitespace between JSON tokens is at most %d bytes of "
+                        "spaces, tabs and newlines (disable_any_whitespace: none)", field, OUT_SPACE);
+        } else {
+            return fail(err, field, "'%s' is not supported (json, regex, choice, grammar, json_object, "
+                        "disable_any_whitespace, disable_additional_properties, disable_fallback)", field);
+        }
+        if (rc) return -1;
+    }
+    if (!strncmp(r->output.field, F, sizeof F - 1)) r->output.max_space = space;
+    return 0;
+}
+
+static int parse_output(const json_t *root, ds_oai_request *r, ds_oai_error *err) {
+    const json_t *v;
+    if ((v = get(root, "response_format")) && parse_response_format(v, r, err)) return -1;
+    if ((v = get(root, "structured_outputs")) && parse_structured_outputs(v, r, err)) return -1;
+    /* vLLM's older spellings */
+    if ((v = get(root, "guided_json")) && set_schema(r, "guided_json", v, 1, 1, err)) return -1;
+    if ((v = get(root, "guided_regex")) && set_text(r, DS_OUT_REGEX, "guided_regex", v, err)) return -1;
+    if ((v = get(root, "guided_choice")) && set_choice(r, "guided_choice", v, err)) return -1;
+    if ((v = get(root, "guided_grammar")) && set_text(r, DS_OUT_GRAMMAR, "guided_grammar", v, err)) return -1;
+    if ((v = get(root, "guided_decoding_backend")) && !json_is_string(v))
+        return fail(err, "guided_decoding_backend", "'guided_decoding_backend' must be a string");
+    if ((v = get(root, "guided_whitespace_pattern")) && (!json_is_string(v) || json_string_length(v)))
+        return fail(err, "guided_whitespace_pattern", "'guided_whitespace_pattern' is not supported: whitespace "
+                    "between JSON tokens is at most %d bytes of spaces, tabs and newlines", OUT_SPACE);
+    /* llama-server's */
+    if ((v = get(root, "grammar")) && set_text(r, DS_OUT_GRAMMAR, "grammar", v, err)) return -1;
+    if ((v = get(root, "json_schema")) && set_schema(r, "json_schema", v, 0, 1, err)) return -1;
+    return 0;
+}
+
 static int parse_common(const json_t *root, ds_oai_request *r, ds_oai_error *err) {
     const json_t *v;
     double x;
@@ -384,14 +534,7 @@ static int parse_common(const json_t *root, ds_oai_request *r, ds_oai_error *err
     int store = 0;
     if (get_bool(root, "store", &store, err) < 0) return -1;
     if (store) return fail(err, "store", "'store': true is not supported: this server stores no completions");
-    if ((v = get(root, "response_format"))) {
-        const json_t *t = get(v, "type");
-        if (!json_is_object(v) || !json_is_string(t)) return fail(err, "response_format", "'response_format' must be an object with a 'type'");
-        if (ds_json_str_is(t, "json_object")) r->json_object = 1;
-        else if (!ds_json_str_is(t, "text"))
-            return fail(err, "response_format", "response_format of type '%s' is not supported yet (only text and "
-                        "json_object)", json_string_value(t));
-    }
+    if (parse_output(root, r, err)) return -1;
     if ((v = get(root, "logit_bias"))) {
         if (!json_is_object(v)) return fail(err, "logit_bias", "'logit_bias' must be an object");
         if (json_object_size(v) > 0) return fail(err, "logit_bias", "'logit_bias' is not supported yet");
@@ -419,9 +562,15 @@ int ds_oai_request_parse(const char *body, size_t len, ds_oai_kind kind, ds_oai_
     int got;
     if (kind == DS_OAI_CHAT) {
         if (parse_messages(root, r, err) || parse_tools(root, r, err)) goto out;
-        if (r->json_object && r->tool_choice >= DS_TOOLS_REQUIRED) {
-            fail(err, "response_format", "response_format json_object cannot be combined with tool_choice '%s'",
-                 r->tool_choice == DS_TOOLS_REQUIRED ? "required" : "naming a function");
+        /* a forced or strict tool call is a constraint of its own */
+        if (r->output.kind != DS_OUT_NONE && r->tool_choice >= DS_TOOLS_REQUIRED) {
+            fail(err, r->output.field, "only one output constraint per request: '%s' and 'tool_choice' (%s) were "
+                 "both given", r->output.field, r->tool_choice == DS_TOOLS_REQUIRED ? "required" : "naming a function");
+            goto out;
+        }
+        if (r->output.kind != DS_OUT_NONE && r->tool_choice == DS_TOOLS_AUTO && r->strict_tools) {
+            fail(err, r->output.field, "only one output constraint per request: '%s' and the strict functions of "
+                 "'tools' were both given", r->output.field);
             goto out;
         }
         const json_t *kw = get(root, "chat_template_kwargs");
@@ -505,6 +654,7 @@ void ds_oai_request_free(ds_oai_request *r) {
     json_decref(r->tools);
     json_decref(r->template_kwargs);
     free(r->tool_name);
+    json_decref(r->output.value);
     free(r->prompt);
     free(r->prompt_ids);
     for (int i = 0; i < r->n_stop; i++) free(r->stop[i]);

@@ -3,9 +3,11 @@
  *
  * Every field is checked for its type and range; a failure names the field
  * (err->param) and says what is wrong (err->message), for a 400. Fields the
- * server knows but does not handle yet (response_format other than text,
- * logit_bias, echo, suffix, best_of > 1, several prompts, store: true) are
- * refused with a message saying they are not supported. Unknown fields are
+ * server knows but does not handle yet (logit_bias, echo, suffix, best_of > 1,
+ * several prompts, store: true) are refused with a message saying they are
+ * not supported. The output constraints of OpenAI (response_format), vLLM
+ * (structured_outputs, guided_*) and llama-server (grammar, json_schema) are
+ * gathered into one ds_oai_output: at most one per request. Unknown fields are
  * ignored; README.md lists the known ones that are accepted without effect.
  * Strings keep their length: a U+0000 in a prompt, a message or a stop string
  * is part of it (the body is read by server/json_text.h). */
@@ -27,6 +29,24 @@ typedef enum { DS_TOOLS_NONE = 0, DS_TOOLS_AUTO, DS_TOOLS_REQUIRED, DS_TOOLS_NAM
 /* messages per chat request: bounds the template's work per request whatever the body limit */
 #define DS_OAI_MAX_MESSAGES 4096
 
+/* what the answer must follow (compiled to a grammar by server/output_grammar.h) */
+typedef enum {
+    DS_OUT_NONE = 0,
+    DS_OUT_JSON_OBJECT,   /* one JSON object */
+    DS_OUT_SCHEMA,        /* a JSON value valid under value (a schema) */
+    DS_OUT_REGEX,         /* text value (a string) fully matches */
+    DS_OUT_CHOICE,        /* exactly one of value (an array of strings) */
+    DS_OUT_GRAMMAR,       /* a sentence of value (GBNF text) */
+} ds_out_kind;
+
+typedef struct {
+    ds_out_kind kind;
+    char field[64];       /* the request field it came from, for errors ("response_format", "guided_regex"...) */
+    json_t *value;        /* see ds_out_kind; NULL for NONE and JSON_OBJECT */
+    int strict;           /* SCHEMA: objects allow only their listed properties unless additionalProperties says */
+    int max_space;        /* whitespace bytes in a row between JSON tokens */
+} ds_oai_output;
+
 typedef struct {
     ds_oai_kind kind;
     char *model;                 /* NULL when not given */
@@ -36,6 +56,7 @@ typedef struct {
     json_t *template_kwargs;     /* NULL when none */
     ds_tool_choice tool_choice;
     char *tool_name;             /* DS_TOOLS_NAMED */
+    int strict_tools;            /* a function of tools has strict: true (its arguments follow its schema) */
     /* completions */
     char *prompt;                /* text, or NULL when prompt_ids is used */
     size_t prompt_len;
@@ -54,7 +75,7 @@ typedef struct {
     int n;
     int stream;
     int include_usage;
-    int json_object;             /* response_format {"type": "json_object"}: the answer is one JSON object */
+    ds_oai_output output;        /* the constraint on the answer (kind DS_OUT_NONE: none) */
     int parallel_tool_calls;     /* 0: at most one tool call per choice (parallel_tool_calls: false) */
     int thinking;                /* reasoning_effort: -1 not given, 0 "none", 1 a level (enable_thinking) */
 } ds_oai_request;

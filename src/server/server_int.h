@@ -11,9 +11,13 @@
 #include "jinja/jinja.h"
 #include "server/metrics.h"
 #include "server/server.h"
-#include "server/json_constraint.h"
-#include "server/tool_constraint.h"
+#include "grammar/vocab_index.h"
+#include "server/grammar_cache.h"
+#include "server/tool_grammar.h"
 #include "tokenizer/tokenizer.h"
+
+/* parsed grammars kept between requests (grammar_cache.h) */
+#define DS_GRAMMAR_CACHE_BYTES ((size_t)64 << 20)
 
 typedef struct ds_server {
     ds_server_config cfg;
@@ -28,7 +32,8 @@ typedef struct ds_server {
     long created;                  /* when the server started: the model object's "created" */
     int ctx;                       /* longest prompt + completion */
     ds_call_form call_form;        /* how the template writes tool calls (what tool_choice required forces) */
-    uint8_t *json_plain;           /* per token: may stand inside a JSON string (json_object answers) */
+    ds_vocab_index *vocab;         /* the tokenizer's tokens for grammar masks (every constrained answer) */
+    ds_grammar_cache *grammars;    /* parsed grammars by constraint (grammar_cache.h) */
     int32_t keep_ids[4];           /* special tokens whose text the parsers need (<think>, <tool_call>...) */
     atomic_int ready;              /* model loaded, engine running */
     atomic_int draining;           /* SIGTERM seen: refuse new work */

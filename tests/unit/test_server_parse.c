@@ -138,6 +138,27 @@ static void test_tool_calls(void) {
     CHECK(!k.calls, "%s", "");
     CHECK(!strcmp(S(&k.content), "a<tool_call>\n<function=x\n</tool_call>b<tool_call>{\"name\": 1}"), "%s", S(&k.content));
     sink_free(&k);
+    /* a JSON call's string may hold "</tool_call>" (a grammar-constrained argument can): the call
+     * ends at the first one after which it parses; a malformed one still comes back as content */
+    parse_bytes("<tool_call>\n{\"name\": \"f\", \"arguments\": {\"a\": \"x</tool_call>y\"}}\n</tool_call>z", 0, 1, &k);
+    REQUIRE(k.calls && json_array_size(k.calls) == 1, "content '%s'", S(&k.content));
+    CHECK(!strcmp(json_string_value(json_object_get(json_array_get(k.calls, 0), "arguments")), "{\"a\":\"x</tool_call>y\"}"),
+          "%s", json_string_value(json_object_get(json_array_get(k.calls, 0), "arguments")));
+    CHECK(!strcmp(S(&k.content), "z"), "%s", S(&k.content));
+    sink_free(&k);
+    parse_bytes("<tool_call>{\"name\": \"f\"</tool_call>a</tool_call>", 0, 1, &k);
+    CHECK(!k.calls && !strcmp(S(&k.content), "<tool_call>{\"name\": \"f\"</tool_call>a</tool_call>"), "%s", S(&k.content));
+    sink_free(&k);
+    /* after </think>, a constrained answer's leading blanks (the grammar filter's allowance) are dropped */
+    ds_chat_parser p;
+    ds_chat_parser_init(&p, 1, 0);
+    ds_chat_parser_strip_blanks(&p);
+    const char *pieces[] = {"why", "</think>", "\t ", "\n", "yes-1 ", "\t"};
+    for (int i = 0; i < 6; i++) ds_chat_parser_feed(&p, pieces[i], strlen(pieces[i]), on_part, &k);
+    ds_chat_parser_finish(&p, on_part, &k);
+    ds_chat_parser_free(&p);
+    CHECK(!strcmp(S(&k.content), "yes-1 \t") && !strcmp(S(&k.reasoning), "why"), "'%s' '%s'", S(&k.content), S(&k.reasoning));
+    sink_free(&k);
     /* without tools the tags are text */
     parse_bytes("<tool_call>{\"name\":\"f\"}</tool_call>", 0, 0, &k);
     CHECK(!k.calls && !strcmp(S(&k.content), "<tool_call>{\"name\":\"f\"}</tool_call>"), "%s", "");

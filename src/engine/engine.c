@@ -639,8 +639,20 @@ ds_filter_result ds_engine_filter(ds_engine *g, req *r, int n_answer, const floa
     int V = g->cfg->n_vocab;
     memset(g->allowed, 0, DS_MASK_WORDS(V) * sizeof *g->allowed);
     ds_filter_result f = r->p.filter(r->p.filter_user, r->tokens + r->n_prompt, n_answer, g->allowed, V);
-    if (f == DS_FILTER_MASK)
-        for (int i = 0; i < V; i++) g->filtered[i] = DS_MASK_HAS(g->allowed, i) ? logits[i] : -INFINITY;
+    if (f != DS_FILTER_MASK) return f;
+    /* by words: a speculating request masks up to 2k + 1 rows a step, and masks are mostly runs */
+    for (size_t w = 0, words = DS_MASK_WORDS(V); w < words; w++) {
+        uint32_t bits = g->allowed[w];
+        int i0 = (int)w * 32, n = V - i0 < 32 ? V - i0 : 32;
+        float *out = g->filtered + i0;
+        if (bits == 0) {
+            for (int i = 0; i < n; i++) out[i] = -INFINITY;
+        } else if (bits == UINT32_MAX && n == 32) {
+            memcpy(out, logits + i0, 32 * sizeof *out);
+        } else {
+            for (int i = 0; i < n; i++) out[i] = (bits >> i) & 1u ? logits[i0 + i] : -INFINITY;
+        }
+    }
     return f;
 }
 

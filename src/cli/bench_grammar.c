@@ -347,7 +347,8 @@ int ds_bench_grammar(const ds_bench_grammar_params *p) {
     n_tok = 1;
     if (p->tokenizer_path) {
         if (ds_tokenizer_open(p->tokenizer_path, &toks[1], &e)) { fail(p->tokenizer_path, &e); goto out; }
-        snprintf(mr[1].name, sizeof mr[1].name, "%s", p->tokenizer_path);
+        size_t pl = strlen(p->tokenizer_path); /* the end of a long path says the most */
+        snprintf(mr[1].name, sizeof mr[1].name, "%s%s", pl > 40 ? ".." : "", p->tokenizer_path + (pl > 40 ? pl - 38 : 0));
         n_tok = 2;
     }
     for (int i = 0; i < n_tok; i++) {

@@ -364,7 +364,9 @@ int ds_bench_grammar(const ds_bench_grammar_params *p) {
         if (ds_model_new(file, &mp, &model, &e)) { fail(p->model_path, &e); goto out; }
         if (ds_vocab_index_new(toks[0], &vi, &e)) { fail("vocab index", &e); goto out; }
         if (ds_grammar_parse(c.gbnf, c.len, &g, &e)) { ds_vocab_index_free(vi); fail("grammar", &e); goto out; }
-        int bad = 0;
+        /* warm-up: the first run would pay for bringing the weights into memory */
+        decode_result warm;
+        int bad = decode_rate(model, toks[0], vi, NULL, 1, p->n_gen < 8 ? p->n_gen : 8, &warm);
         for (int k = 0; k < n_conc && !bad; k++)
             for (int constrained = 0; constrained < 2 && !bad; constrained++) {
                 if (!p->json)

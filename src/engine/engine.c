@@ -275,6 +275,7 @@ uint64_t ds_engine_submit(ds_engine *g, const ds_request_params *rp, ds_err *e) 
     r->n_tokens = r->n_prompt = rp->n_prompt;
     r->slot = -1;
     r->k = g->spec_max;
+    r->draft_free_from = DS_MAX_SPEC + 1;
     /* an optimistic start: a new request drafts the most until its own acceptance says otherwise */
     r->acc_hits = 1.6f;
     r->acc_trials = 2.0f;
@@ -634,25 +635,39 @@ int ds_engine_append(ds_engine *g, req *r, int32_t t, const float *logits) {
     return 1;
 }
 
+ds_filter_result ds_engine_filter(ds_engine *g, req *r, int n_answer, const float *logits) {
+    int V = g->cfg->n_vocab;
+    memset(g->allowed, 0, DS_MASK_WORDS(V) * sizeof *g->allowed);
+    ds_filter_result f = r->p.filter(r->p.filter_user, r->tokens + r->n_prompt, n_answer, g->allowed, V);
+    if (f != DS_FILTER_MASK) return f;
+    /* by words: a speculating request masks up to 2k + 1 rows a step, and masks are mostly runs */
+    for (size_t w = 0, words = DS_MASK_WORDS(V); w < words; w++) {
+        uint32_t bits = g->allowed[w];
+        int i0 = (int)w * 32, n = V - i0 < 32 ? V - i0 : 32;
+        float *out = g->filtered + i0;
+        if (bits == 0) {
+            for (int i = 0; i < n; i++) out[i] = -INFINITY;
+        } else if (bits == UINT32_MAX && n == 32) {
+            memcpy(out, logits + i0, 32 * sizeof *out);
+        } else {
+            for (int i = 0; i < n; i++) out[i] = (bits >> i) & 1u ? logits[i0 + i] : -INFINITY;
+        }
+    }
+    return f;
+}
+
 /* After a forward: the request whose computed positions reached its last token samples the next one. */
 static int sample_next(ds_engine *g, req *r, const float *logits) {
     const float *from = logits;
     if (r->p.filter && !r->filter_done) {
-        int V = g->cfg->n_vocab;
-        memset(g->allowed, 0, DS_MASK_WORDS(V) * sizeof *g->allowed);
-        ds_filter_result f = r->p.filter(r->p.filter_user, r->tokens + r->n_prompt, r->n_generated, g->allowed, V);
+        ds_filter_result f = ds_engine_filter(g, r, r->n_generated, logits);
         if (f == DS_FILTER_DONE) r->filter_done = 1;
-        if (f == DS_FILTER_MASK) {
-            for (int i = 0; i < V; i++) g->filtered[i] = DS_MASK_HAS(g->allowed, i) ? logits[i] : -INFINITY;
-            from = g->filtered;
-        }
+        if (f == DS_FILTER_MASK) from = g->filtered;
     }
     int32_t t = ds_sampler_sample(&r->sampler, from, r->tokens + r->n_prompt, r->n_generated, r->n_tokens, &g->scratch);
     /* logprobs report the model's own distribution, as without a filter */
     return ds_engine_append(g, r, t, logits);
 }
-
-int ds_engine_may_speculate(const req *r) { return !r->p.filter || r->filter_done; }
 
 /* After a prefill chunk that ended on a checkpoint position (an interval
  * multiple, or the prompt's end rounded down to DS_DELTANET_CHUNK), the pages so far and a

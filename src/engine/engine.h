@@ -93,7 +93,9 @@ typedef enum {
  * keep their logits and are drawn from as usual. A speculating request's
  * answer may include drafts the model has not yet checked; the next call may
  * then show a different answer past some point (drafts refused), and the
- * filter takes back what it followed past the common prefix. */
+ * filter takes back what it followed past the common prefix. DS_FILTER_DONE
+ * for an answer with drafts holds once they are kept: if one is refused, the
+ * filter is called again with the answer that replaced it. */
 typedef enum { DS_FILTER_FREE = 0, DS_FILTER_MASK, DS_FILTER_DONE } ds_filter_result;
 typedef ds_filter_result (*ds_token_filter_fn)(void *user, const int32_t *generated, int n_generated, uint32_t *allowed,
                                                int n_vocab);

@@ -34,6 +34,8 @@ typedef struct req {
     struct req *pending_next;
     int pending;                /* PENDING_ABORT | PENDING_FAULT, applied by the next step */
     int filter_done;            /* p.filter returned DS_FILTER_DONE */
+    int draft_free_from;        /* p.filter returned DS_FILTER_DONE for the answer up to this draft (a draft
+                                 * index >= 1; past n_drafts: it did not): it holds once those drafts are kept */
     int share_cut;              /* a waiting request shares the prompt up to here: cut and checkpoint there */
     struct req *next;           /* inbox / waiting list */
     /* speculative decoding (speculate.c) */
@@ -109,8 +111,11 @@ int ds_engine_ensure_pages(ds_engine *g, req *r, int upto);
  * request finished (and was freed). */
 int ds_engine_append(ds_engine *g, req *r, int32_t token, const float *logits);
 
-/* Whether r may draft: not while a token filter may still narrow its choices. */
-int ds_engine_may_speculate(const req *r);
+/* Asks r's token filter (set, not done) about the token that follows the
+ * first n_answer tokens of r's answer, drafts past n_tokens included. On
+ * DS_FILTER_MASK g->allowed holds its answer and g->filtered the logits with
+ * every token it refused at -inf; the caller records DS_FILTER_DONE. */
+ds_filter_result ds_engine_filter(ds_engine *g, req *r, int n_answer, const float *logits);
 
 /* speculate.c */
 /* Rows a decode of r runs this step: 1, or 1 + drafts when verifying. Takes the verify slots. */

@@ -21,6 +21,15 @@
  *      kept (this also fills its own KV cache, prompt included), and drafts
  *      d1 from its last row, then d2..dk one batched MTP row per request at a
  *      time, each from its own previous output.
+ * A request whose token filter narrows its choices speculates too: draft j
+ * is drawn from the head's logits masked by the filter's answer for the
+ * answer so far plus drafts 1..j-1 (drafting stops where the filter leaves
+ * nothing the head may draw), and at verify the choice at each position is
+ * drawn from the model's logits masked by the filter's answer for the answer
+ * plus the drafts before it, which is plain constrained decoding's own
+ * choice there. The filter is shown drafts that may be refused; it takes
+ * back what it followed when the next answer differs (engine.h). Its
+ * DS_FILTER_DONE for an answer with drafts holds once they are kept.
  * k adapts per request to its recent acceptance, down to pausing the drafts
  * (and the MTP head) entirely, so that a head that never agrees costs almost
  * nothing. With more than spec_max_batch sequences running nobody drafts: on
@@ -29,6 +38,7 @@
  * the 0.8B shape, 1.59x alone, 1.39x at 2, 1.09x at 4, 0.97x at 8). Whether
  * a request drafts never changes what it produces. Runs on the engine
  * thread. */
+#include <math.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -124,14 +134,28 @@ static void adapt(ds_engine *g, req *r, int drafted, int accepted) {
     }
 }
 
+/* The logits r draws from at draft or verify position i (the token after
+ * the pending one and i drafts): row itself, or row masked by r's filter for
+ * that answer. */
+static const float *filtered_row(ds_engine *g, req *r, int i, const float *row) {
+    if (!r->p.filter || r->filter_done) return row;
+    if (i == r->draft_free_from) { /* the filter said so for this very answer while drafting */
+        r->filter_done = 1;
+        return row;
+    }
+    ds_filter_result f = ds_engine_filter(g, r, r->n_generated + i, row);
+    if (f == DS_FILTER_DONE) r->filter_done = 1;
+    return f == DS_FILTER_MASK ? g->filtered : row;
+}
+
 int ds_spec_accept(ds_engine *g, req *r, const float *logits) {
     int k = r->n_drafts, V = g->cfg->n_vocab, base = r->n_tokens; /* tokens[base-1] is the pending token */
     int a = 0;
     int32_t next = -1;
     for (int i = 0; i <= k; i++) {
         /* the model's choice after the pending token and i drafts, which sit at tokens[base..base+i)
-         * (penalties see them): the draft there is kept when it is that choice */
-        int32_t t = choose(g, r, logits + (size_t)i * V, base + i);
+         * (penalties and the filter see them): the draft there is kept when it is that choice */
+        int32_t t = choose(g, r, filtered_row(g, r, i, logits + (size_t)i * V), base + i);
         if (i < k && t == r->drafts[i]) { a++; continue; }
         next = t;
         break;
@@ -143,6 +167,7 @@ int ds_spec_accept(ds_engine *g, req *r, const float *logits) {
     }
     ds_spec_release(g, r);
     r->n_drafts = 0;
+    r->draft_free_from = DS_MAX_SPEC + 1;
     r->n_computed = base + a; /* the pending token and a drafts */
     pthread_mutex_lock(&g->mu);
     g->stats.spec_drafted += k;
@@ -160,12 +185,26 @@ int ds_spec_accept(ds_engine *g, req *r, const float *logits) {
 }
 
 /* Chooses draft j of r from the MTP logits, as the model would choose the token at that position
- * (same sampler, same key); the draft is written past n_tokens so penalties see it. */
-static void choose_draft(ds_engine *g, req *r, int j, const float *mtp_logits) {
-    int32_t d = choose(g, r, mtp_logits, r->n_tokens + j);
+ * (same sampler, same key, the same filter); the draft is written past n_tokens so penalties and
+ * the filter see it. Returns 0, drafting nothing, when the filter leaves the head nothing to draw. */
+static int choose_draft(ds_engine *g, req *r, int j, const float *mtp_logits) {
+    const float *from = mtp_logits;
+    if (r->p.filter && !r->filter_done && j < r->draft_free_from) {
+        ds_filter_result f = ds_engine_filter(g, r, r->n_generated + j, mtp_logits);
+        if (f == DS_FILTER_DONE) {
+            if (j == 0) r->filter_done = 1; /* the answer it saw holds no draft */
+            else r->draft_free_from = j;
+        }
+        if (f == DS_FILTER_MASK) from = g->filtered;
+    }
+    int32_t d = choose(g, r, from, r->n_tokens + j);
+    /* an empty mask (or one the head gives no mass) draws a refused token: no draft there */
+    if (from == g->filtered && (d < 0 || d >= g->cfg->n_vocab || !DS_MASK_HAS(g->allowed, d) || !(from[d] > -INFINITY)))
+        return 0;
     r->drafts[j] = d;
     r->tokens[r->n_tokens + j] = d;
     r->n_drafts = j + 1;
+    return 1;
 }
 
 void ds_spec_draft(ds_engine *g, req **reqs, int n) {
@@ -176,11 +215,12 @@ void ds_spec_draft(ds_engine *g, req **reqs, int n) {
     for (int i = 0; i < n; i++) {
         req *r = reqs[i];
         r->n_drafts = 0;
+        r->draft_free_from = DS_MAX_SPEC + 1;
         if (r->paused > 0 && --r->paused == 0) { /* probe again, gently, judged on its own result */
             r->k = 1;
             r->acc_hits = r->acc_trials = 0.0f;
         }
-        if (r->k == 0 || !ds_engine_may_speculate(r) || crowded) continue;
+        if (r->k == 0 || crowded) continue;
         int first = r->step_first_pos, last = r->n_computed; /* positions [first, last) */
         if (last <= first || last >= r->n_tokens) continue;
         g->mtp_seqs[n_seqs] = (ds_batch_seq){.mode = DS_SEQ_PREFILL, .pages = r->pages, .n_pages = r->n_pages};
@@ -207,7 +247,7 @@ void ds_spec_draft(ds_engine *g, req **reqs, int n) {
         int k = r->k < room ? r->k : room;
         if (r->n_tokens != r->n_computed + 1) continue; /* still in its prompt: the catch-up was all */
         if (k <= 0 || ds_engine_ensure_pages(g, r, r->n_tokens + k) != 0) continue;
-        choose_draft(g, r, 0, g->mtp_logits + (size_t)s * V);
+        if (!choose_draft(g, r, 0, g->mtp_logits + (size_t)s * V)) continue;
         memcpy(g->mtp_hidden_in + (size_t)live * H, g->mtp_hidden_out + (size_t)s * H, H * sizeof(float));
         g->mtp_req[live] = r;
         g->mtp_seqs[live] = (ds_batch_seq){.mode = DS_SEQ_PREFILL, .pages = r->pages, .n_pages = r->n_pages};
@@ -232,7 +272,8 @@ void ds_spec_draft(ds_engine *g, req **reqs, int n) {
                        .logits = g->mtp_logits, .hidden = g->mtp_hidden_out};
         if (mtp_call(g, &bj, g->mtp_req, m) != DS_OK) break;
         for (int s = 0; s < m; s++) {
-            choose_draft(g, g->mtp_req[s], j, g->mtp_logits + (size_t)s * V);
+            req *r = g->mtp_req[s];
+            if (!choose_draft(g, r, j, g->mtp_logits + (size_t)s * V)) r->n_want = j; /* it drafts no further */
             memcpy(g->mtp_hidden_in + (size_t)s * H, g->mtp_hidden_out + (size_t)s * H, H * sizeof(float));
         }
         live = m;

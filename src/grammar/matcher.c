@@ -161,7 +161,14 @@ static int32_t intern_tmp(gr_space *sp, int from) {
     int32_t *v = sp->tmp + from;
     int n = sp->n_tmp - from;
     if (n <= 0 || sp->overflow) { sp->n_tmp = from; return -1; }
-    qsort(v, (size_t)n, sizeof *v, cmp_i32);
+    if (n > 16) qsort(v, (size_t)n, sizeof *v, cmp_i32);
+    else /* the usual few stacks: an insertion sort beats qsort's calls */
+        for (int i = 1; i < n; i++) {
+            int32_t x = v[i];
+            int j = i;
+            for (; j > 0 && v[j - 1] > x; j--) v[j] = v[j - 1];
+            v[j] = x;
+        }
     int m = 1;
     for (int i = 1; i < n; i++)
         if (v[i] != v[m - 1]) v[m++] = v[i];

@@ -137,16 +137,23 @@ static void pe_uncertain(void *ctx, int i, int k) {
     b->n_u++;
 }
 
-static const ds_vocab_index *sort_v;
-static const int32_t *sort_vi;
-static const uint32_t *sort_off;
+/* Uncertain entries are ordered by the first 8 bytes of their rest (big-endian, then length):
+ * close enough to byte order for the walk to share most prefixes, and an integer sort. The walk
+ * is right in any order (it takes the common prefix from the bytes themselves). */
+typedef struct {
+    uint64_t key;
+    int idx;
+} rest_key;
 
-static int cmp_rest(const void *pa, const void *pb) {
-    int a = *(const int *)pa, b = *(const int *)pb, la, lb;
-    const unsigned char *x = entry_bytes(sort_v, sort_vi, sort_off, a, &la);
-    const unsigned char *y = entry_bytes(sort_v, sort_vi, sort_off, b, &lb);
-    int c = memcmp(x, y, (size_t)(la < lb ? la : lb));
-    return c ? c : (la < lb ? -1 : la > lb);
+static int cmp_rest_key(const void *pa, const void *pb) {
+    const rest_key *a = pa, *b = pb;
+    return a->key < b->key ? -1 : a->key > b->key ? 1 : a->idx - b->idx;
+}
+
+static uint64_t rest_key_of(const unsigned char *b, int len) {
+    uint64_t k = 0;
+    for (int i = 0; i < 7; i++) k = k << 8 | (i < len ? b[i] : 0);
+    return k << 8 | (uint64_t)(len < 255 ? len : 255);
 }
 
 static void free_entry(gr_position_entry *pe) {
@@ -212,7 +219,7 @@ static gr_position_entry *position_entry(ds_matcher *m, walker *w, int32_t nd) {
     }
     pe->bytes = sizeof *pe + (pe->accepted ? DS_MASK_WORDS(v->n_tokens) * sizeof(uint32_t) : 0);
     if (!pe->wide && b.n_u) {
-        int *order = malloc((size_t)b.n_u * sizeof *order);
+        rest_key *order = malloc((size_t)b.n_u * sizeof *order);
         pe->u_token = malloc((size_t)b.n_u * sizeof *pe->u_token);
         pe->u_off = malloc((size_t)b.n_u * sizeof *pe->u_off);
         pe->u_lcp = malloc((size_t)b.n_u * sizeof *pe->u_lcp);
@@ -220,13 +227,16 @@ static gr_position_entry *position_entry(ds_matcher *m, walker *w, int32_t nd) {
             free(order), free(b.u_vi), free(b.u_off), free_entry(pe);
             return NULL;
         }
-        for (int i = 0; i < b.n_u; i++) order[i] = i;
-        sort_v = v, sort_vi = b.u_vi, sort_off = b.u_off; /* the engine thread alone builds entries */
-        qsort(order, (size_t)b.n_u, sizeof *order, cmp_rest);
+        for (int i = 0; i < b.n_u; i++) {
+            int len;
+            const unsigned char *r = entry_bytes(v, b.u_vi, b.u_off, i, &len);
+            order[i] = (rest_key){rest_key_of(r, len), i};
+        }
+        qsort(order, (size_t)b.n_u, sizeof *order, cmp_rest_key);
         /* u_token holds the index position (the walk reads bytes through it); u_off the offset */
         int prev = -1;
         for (int i = 0; i < b.n_u; i++) {
-            int j = order[i], lj, lp;
+            int j = order[i].idx, lj, lp;
             pe->u_token[i] = b.u_vi[j];
             pe->u_off[i] = b.u_off[j];
             uint16_t l = 0;

@@ -656,6 +656,8 @@ ds_filter_result ds_engine_filter(ds_engine *g, req *r, int n_answer, const floa
     return f;
 }
 
+void ds_engine_fail_request(ds_engine *g, req *r, const char *why) { finish(g, r, DS_FINISH_ERROR, why); }
+
 /* After a forward: the request whose computed positions reached its last token samples the next one. */
 static int sample_next(ds_engine *g, req *r, const float *logits) {
     const float *from = logits;
@@ -663,6 +665,10 @@ static int sample_next(ds_engine *g, req *r, const float *logits) {
         ds_filter_result f = ds_engine_filter(g, r, r->n_generated, logits);
         if (f == DS_FILTER_DONE) r->filter_done = 1;
         if (f == DS_FILTER_MASK) from = g->filtered;
+        if (f == DS_FILTER_ERROR) {
+            finish(g, r, DS_FINISH_ERROR, DS_FILTER_ERROR_MESSAGE);
+            return 1;
+        }
     }
     int32_t t = ds_sampler_sample(&r->sampler, from, r->tokens + r->n_prompt, r->n_generated, r->n_tokens, &g->scratch);
     /* logprobs report the model's own distribution, as without a filter */

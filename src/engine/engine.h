@@ -95,8 +95,13 @@ typedef enum {
  * then show a different answer past some point (drafts refused), and the
  * filter takes back what it followed past the common prefix. DS_FILTER_DONE
  * for an answer with drafts holds once they are kept: if one is refused, the
- * filter is called again with the answer that replaced it. */
-typedef enum { DS_FILTER_FREE = 0, DS_FILTER_MASK, DS_FILTER_DONE } ds_filter_result;
+ * filter is called again with the answer that replaced it. DS_FILTER_ERROR:
+ * the filter cannot go on (its grammar allows nothing the vocabulary can
+ * spell, or it ran out of its memory budget): the request ends with an
+ * error rather than go on unconstrained. */
+typedef enum { DS_FILTER_FREE = 0, DS_FILTER_MASK, DS_FILTER_DONE, DS_FILTER_ERROR } ds_filter_result;
+#define DS_FILTER_ERROR_MESSAGE "the output constraint cannot go on: its grammar allows no token the model's " \
+                                "vocabulary can write here, or its matcher ran out of memory"
 typedef ds_filter_result (*ds_token_filter_fn)(void *user, const int32_t *generated, int n_generated, uint32_t *allowed,
                                                int n_vocab);
 #define DS_MASK_WORDS(n_vocab) (((size_t)(n_vocab) + 31) / 32)

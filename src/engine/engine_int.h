@@ -34,6 +34,7 @@ typedef struct req {
     struct req *pending_next;
     int pending;                /* PENDING_ABORT | PENDING_FAULT, applied by the next step */
     int filter_done;            /* p.filter returned DS_FILTER_DONE */
+    int filter_failed;          /* p.filter returned DS_FILTER_ERROR for the answer (drafts kept) */
     int draft_free_from;        /* p.filter returned DS_FILTER_DONE for the answer up to this draft (a draft
                                  * index >= 1; past n_drafts: it did not): it holds once those drafts are kept */
     int share_cut;              /* a waiting request shares the prompt up to here: cut and checkpoint there */
@@ -116,6 +117,8 @@ int ds_engine_append(ds_engine *g, req *r, int32_t token, const float *logits);
  * DS_FILTER_MASK g->allowed holds its answer and g->filtered the logits with
  * every token it refused at -inf; the caller records DS_FILTER_DONE. */
 ds_filter_result ds_engine_filter(ds_engine *g, req *r, int n_answer, const float *logits);
+/* Ends r with an error (its answer so far stays delivered). */
+void ds_engine_fail_request(ds_engine *g, req *r, const char *why);
 
 /* speculate.c */
 /* Rows a decode of r runs this step: 1, or 1 + drafts when verifying. Takes the verify slots. */

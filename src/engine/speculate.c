@@ -145,6 +145,7 @@ static const float *filtered_row(ds_engine *g, req *r, int i, const float *row) 
     }
     ds_filter_result f = ds_engine_filter(g, r, r->n_generated + i, row);
     if (f == DS_FILTER_DONE) r->filter_done = 1;
+    if (f == DS_FILTER_ERROR) r->filter_failed = 1; /* the drafts before i are the model's: the answer fails there */
     return f == DS_FILTER_MASK ? g->filtered : row;
 }
 
@@ -155,7 +156,9 @@ int ds_spec_accept(ds_engine *g, req *r, const float *logits) {
     for (int i = 0; i <= k; i++) {
         /* the model's choice after the pending token and i drafts, which sit at tokens[base..base+i)
          * (penalties and the filter see them): the draft there is kept when it is that choice */
-        int32_t t = choose(g, r, filtered_row(g, r, i, logits + (size_t)i * V), base + i);
+        const float *row = filtered_row(g, r, i, logits + (size_t)i * V);
+        if (r->filter_failed) break;
+        int32_t t = choose(g, r, row, base + i);
         if (i < k && t == r->drafts[i]) { a++; continue; }
         next = t;
         break;
@@ -181,6 +184,10 @@ int ds_spec_accept(ds_engine *g, req *r, const float *logits) {
     memcpy(drafts, r->drafts, sizeof drafts);
     for (int j = 0; j < a; j++)
         if (ds_engine_append(g, r, drafts[j], logits + (size_t)j * V)) return 1;
+    if (r->filter_failed) {
+        ds_engine_fail_request(g, r, DS_FILTER_ERROR_MESSAGE);
+        return 1;
+    }
     return ds_engine_append(g, r, next, logits + (size_t)a * V);
 }
 
@@ -196,6 +203,7 @@ static int choose_draft(ds_engine *g, req *r, int j, const float *mtp_logits) {
             else r->draft_free_from = j;
         }
         if (f == DS_FILTER_MASK) from = g->filtered;
+        if (f == DS_FILTER_ERROR) return 0; /* a dead end on the drafts' path: no draft; verify decides */
     }
     int32_t d = choose(g, r, from, r->n_tokens + j);
     /* an empty mask (or one the head gives no mass) draws a refused token: no draft there */

@@ -189,7 +189,7 @@ ds_filter_result ds_grammar_filter_fn(void *user, const int32_t *generated, int 
     }
     int any = 0;
     if (!ds_matcher_must_end(f->m)) {
-        if (ds_vocab_index_n_tokens(f->v) > n_vocab) return DS_FILTER_FREE; /* cannot happen: one tokenizer */
+        if (ds_vocab_index_n_tokens(f->v) > n_vocab) return DS_FILTER_ERROR; /* one tokenizer: cannot happen */
         any = ds_matcher_fill_mask(f->m, f->v, allowed);
     }
     if (s->lead < MAX_LEAD && ds_matcher_steps(f->m) == 0) /* after a reasoning part: a few blank bytes first */
@@ -199,12 +199,13 @@ ds_filter_result ds_grammar_filter_fn(void *user, const int32_t *generated, int 
     if (ds_matcher_can_end(f->m))
         for (int i = 0; i < f->n_end; i++)
             if (f->end_ids[i] >= 0 && f->end_ids[i] < n_vocab) DS_MASK_SET(allowed, f->end_ids[i]), any++;
-    if (!any) {
-        /* nothing can follow (an answer the grammar completed with no end token to give, or a
-         * vocabulary that cannot spell what comes next): said once, then free */
-        fprintf(stderr, "deltaserve: a grammar-constrained answer has no allowed token after %d tokens\n", n_generated);
-        s->phase = PH_BROKEN;
-        return DS_FILTER_FREE;
+    if (!any || ds_matcher_failed(f->m)) {
+        /* nothing can follow: a grammar the vocabulary cannot spell on from here, a complete
+         * answer with no end token to give, or a matcher out of its budget. The answer fails
+         * rather than go on unconstrained. */
+        fprintf(stderr, "deltaserve: a grammar-constrained answer cannot go on after %d tokens (%s)\n", n_generated,
+                ds_matcher_failed(f->m) ? "the matcher ran out of its memory budget" : "no token is allowed");
+        return DS_FILTER_ERROR;
     }
     return DS_FILTER_MASK;
 }

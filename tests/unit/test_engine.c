@@ -539,6 +539,53 @@ static void run_filtered(ds_model *m, int spec_tokens, int sampling, results *re
     ds_engine_free(eng);
 }
 
+/* Allows token 5 + n at step n, and cannot go on from step 3 (DS_FILTER_ERROR). */
+static ds_filter_result failing_filter(void *u, const int32_t *gen, int n, uint32_t *allowed, int n_vocab) {
+    (void)u, (void)gen, (void)n_vocab;
+    if (n >= 3) return DS_FILTER_ERROR;
+    DS_MASK_SET(allowed, 5 + n);
+    return DS_FILTER_MASK;
+}
+
+/* A filter that cannot go on ends its request with an error after the tokens it allowed, with
+ * or without speculation; the others in the batch are untouched. */
+static void test_filter_error(void) {
+    loaded l;
+    REQUIRE(load("tiny", &l) == 0, "load");
+    make_workload(&W, 4, 29);
+    for (int spec = 0; spec < 2; spec++) {
+        ds_engine_params ep;
+        ds_engine_defaults(&ep);
+        ep.spec_tokens = spec ? 3 : 0;
+        ds_engine *eng;
+        ds_err e = {0};
+        REQUIRE(ds_engine_new(l.model, &ep, &eng, &e) == DS_OK, "%s", e.msg);
+        memset(&A, 0, sizeof A);
+        last_error[0] = '\0';
+        for (int i = 0; i < 4; i++) {
+            ctxs[i] = (ctx){&A, i};
+            ds_request_params rp = {.prompt = W.toks[i], .n_prompt = W.len[i], .max_tokens = 10, .ignore_eos = 1,
+                                    .on_event = on_event, .user = &ctxs[i]};
+            if (i % 2 == 0) rp.filter = failing_filter;
+            greedy(&rp.sampling);
+            CHECK(ds_engine_submit(eng, &rp, &e), "submit: %s", e.msg);
+        }
+        while (ds_engine_step(eng)) {}
+        ds_engine_free(eng);
+        for (int i = 0; i < 4; i++) {
+            if (i % 2) {
+                CHECK(A.reason[i] == DS_FINISH_LENGTH && A.n_out[i] == 10, "spec %d request %d: %d %d", spec, i,
+                      A.reason[i], A.n_out[i]);
+                continue;
+            }
+            CHECK(A.reason[i] == DS_FINISH_ERROR && A.n_out[i] == 3 && A.out[i][0] == 5 && A.out[i][2] == 7,
+                  "spec %d request %d: reason %d after %d tokens", spec, i, A.reason[i], A.n_out[i]);
+        }
+        CHECK(strstr(last_error, "output constraint cannot go on"), "message: %s", last_error);
+    }
+    unload(&l);
+}
+
 static void test_token_filter(void) {
     loaded l;
     REQUIRE(load("tiny", &l) == 0, "load");
@@ -822,6 +869,7 @@ int main(void) {
     RUN(test_cache_on_off_identical);
     RUN(test_shared_prefix_computed_once);
     RUN(test_token_filter);
+    RUN(test_filter_error);
     RUN(test_logprobs);
     char cmd[600];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);

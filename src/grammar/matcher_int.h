@@ -59,6 +59,13 @@ int32_t ds_gr_state_of_nodes(gr_space *sp, const int32_t *nodes, int n);
 /* The state after byte b (-1: b is not allowed). */
 int32_t ds_gr_trans(gr_space *sp, int32_t s, unsigned char b);
 
+/* ds_gr_trans where the transition is known already (the walks' inner loop). */
+static inline int32_t ds_gr_trans_fast(gr_space *sp, int32_t s, unsigned char b) {
+    const int32_t *t = sp->states[s].trans;
+    if (t && t[b] != -2) return t[b];
+    return ds_gr_trans(sp, s, b);
+}
+
 struct ds_matcher {
     ds_grammar *g;
     gr_space sp;

@@ -58,7 +58,7 @@ static void walk(gr_space *sp, walker *w, int32_t start, int n, const int32_t *v
         int d = lcp[i] < ok ? lcp[i] : ok;
         if (i == 0) d = 0;
         while (d < len) {
-            int32_t s = ds_gr_trans(sp, st[d], b[d]);
+            int32_t s = ds_gr_trans_fast(sp, st[d], b[d]);
             if (s < 0) break;
             st[++d] = s;
         }
@@ -71,31 +71,44 @@ static void walk(gr_space *sp, walker *w, int32_t start, int n, const int32_t *v
  * i taken whole; with uncertain, uncertain(i, k) for each token that dies (or is not taken
  * whole) after passing a state holding the bottom at depth k. A dead child skips its subtree.
  * Returns 0 when stop() asked to stop. */
-static int walk_trie(gr_space *sp, walker *w, int32_t start, const walk_sink *sink, const int *stop) {
+static int walk_trie(gr_space *sp, walker *w, int32_t start, uint32_t *accepted, int *n_accepted,
+                     const walk_sink *sink, const int *stop) {
     const ds_vocab_index *v = w->v;
+    const uint8_t *byte = v->node_byte, *ntok = v->node_ntok;
+    const uint16_t *depth = v->node_depth;
+    const int32_t *tok = v->node_token, *ids = v->ids;
     int32_t *st = w->st;
-    int ends[64], n_ends = 0; /* depths on the path whose state holds the bottom */
+    int ends[64], n_ends = 0, n_acc = 0; /* depths on the path whose state holds the bottom */
+    /* the state table in a local: the build does not assume strict aliasing, so every store to
+     * st[] would reload it; only the slow path (a transition not computed yet) may move it */
+    const gr_state *states = sp->states;
     st[0] = start;
-    if (sink->uncertain && sp->states[start].can_end) ends[n_ends++] = 0;
-    for (int x = 1; x < v->n_nodes;) {
-        int d = v->node_depth[x];
+    if (sink && states[start].can_end) ends[n_ends++] = 0;
+    for (int x = 1, n = v->n_nodes; x < n;) {
+        int d = depth[x];
         while (n_ends && ends[n_ends - 1] >= d) n_ends--;
-        int32_t s = ds_gr_trans(sp, st[d - 1], v->node_byte[x]);
+        const int32_t *t = states[st[d - 1]].trans;
+        int32_t s = t ? t[byte[x]] : -2;
+        if (s == -2) {
+            s = ds_gr_trans(sp, st[d - 1], byte[x]);
+            states = sp->states;
+        }
         if (s < 0) {
             if (n_ends) /* every token below completed the frames on the way: uncertain */
                 for (int y = x; y < x + (int)v->node_size[x]; y++)
-                    for (int k = 0; k < v->node_ntok[y]; k++)
-                        for (int e = 0; e < n_ends; e++) sink->uncertain(sink->ctx, v->node_token[y] + k, ends[e]);
+                    for (int k = 0; k < ntok[y]; k++)
+                        for (int e = 0; e < n_ends; e++) sink->uncertain(sink->ctx, tok[y] + k, ends[e]);
             x += (int)v->node_size[x];
-            if (stop && *stop) return 0;
+            if (stop && *stop) break;
             continue;
         }
         st[d] = s;
-        for (int k = 0; k < v->node_ntok[x]; k++) sink->accept(sink->ctx, v->node_token[x] + k);
-        if (sink->uncertain && sp->states[s].can_end && n_ends < 64) ends[n_ends++] = d;
+        for (int k = 0; k < ntok[x]; k++) DS_MASK_SET(accepted, ids[tok[x] + k]), n_acc++;
+        if (sink && states[s].can_end && n_ends < 64) ends[n_ends++] = d;
         x++;
     }
-    return 1;
+    *n_accepted += n_acc;
+    return !(stop && *stop);
 }
 
 /* --- per-position entries --- */
@@ -108,17 +121,6 @@ typedef struct {
     int n_u, cap_u, limit_u;
     int failed;
 } pe_build;
-
-static void pe_accept(void *ctx, int i) {
-    pe_build *b = ctx;
-    gr_position_entry *pe = b->pe;
-    if (!pe->accepted && !(pe->accepted = calloc(DS_MASK_WORDS(b->v->n_tokens), sizeof *pe->accepted))) {
-        b->failed = 1;
-        return;
-    }
-    DS_MASK_SET(pe->accepted, b->v->ids[i]);
-    pe->n_accepted++;
-}
 
 static void pe_uncertain(void *ctx, int i, int k) {
     pe_build *b = ctx;
@@ -210,8 +212,11 @@ static gr_position_entry *position_entry(ds_matcher *m, walker *w, int32_t nd) {
     /* the two frames on their own: the continuation below copied onto the bottom */
     int32_t below = sp->nodes[nd].parent, copy = below ? ds_gr_node_on(sp, sp->nodes[below].pos, 0) : 0;
     int32_t start = copy >= 0 ? ds_gr_state_at(sp, sp->nodes[nd].pos, copy) : -1;
-    walk_sink sink = {pe_accept, pe_uncertain, &b};
-    if (start >= 0) walk_trie(sp, w, start, &sink, &pe->wide);
+    walk_sink sink = {NULL, pe_uncertain, &b};
+    pe->accepted = calloc(DS_MASK_WORDS(v->n_tokens), sizeof *pe->accepted);
+    if (!pe->accepted) b.failed = 1;
+    else if (start >= 0) walk_trie(sp, w, start, pe->accepted, &pe->n_accepted, &sink, &pe->wide);
+    if (pe->accepted && pe->n_accepted == 0) free(pe->accepted), pe->accepted = NULL;
     if (b.failed || m->sp.overflow) {
         free(b.u_vi), free(b.u_off);
         free_entry(pe);
@@ -365,9 +370,8 @@ int ds_matcher_fill_mask(ds_matcher *m, const ds_vocab_index *v, uint32_t *bits)
     }
     if (!fail && n_wide) {
         int32_t ws = ds_gr_state_of_nodes(sp, nodes, n_wide);
-        mask_sink ms = {.bits = bits, .v = v, .vi = NULL};
-        walk_sink sink = {mask_accept, NULL, &ms};
-        if (ws >= 0) walk_trie(sp, &w, ws, &sink, NULL);
+        int n_acc = 0;
+        if (ws >= 0) walk_trie(sp, &w, ws, bits, &n_acc, NULL, NULL);
     }
     if (nodes != nodes_local) free(nodes);
     if (w.st != st_local) free(w.st);

@@ -9,12 +9,11 @@
 #include "cli/args.h"
 #include "cli/cli_hub.h"
 #include "cli/cli_model.h"
+#include "cli/cli_constraint.h"
 #include "cli/commands.h"
 #include "engine/sampler.h"
 #include "grammar/grammar.h"
 #include "grammar/grammar_filter.h"
-#include "grammar/json_schema.h"
-#include "grammar/regex.h"
 #include "grammar/vocab_index.h"
 #include "tokenizer/stream_decoder.h"
 
@@ -37,50 +36,6 @@ static void usage(FILE *f) {
                DS_CLI_LOAD_USAGE);
 }
 
-/* The GBNF text of the constraint the options name (NULL in *gbnf: none). */
-static int constraint_gbnf(const char *schema_path, const char *grammar_path, const char *pattern, char **gbnf) {
-    ds_err e = {0};
-    *gbnf = NULL;
-    if (!!schema_path + !!grammar_path + !!pattern > 1) {
-        fprintf(stderr, "deltaserve generate: give at most one of --json-schema, --grammar, --regex\n");
-        return 2;
-    }
-    if (schema_path) {
-        json_error_t je;
-        json_t *schema = json_load_file(schema_path, JSON_DECODE_ANY, &je);
-        if (!schema) {
-            fprintf(stderr, "deltaserve generate: %s: %s (line %d, column %d)\n", schema_path, je.text, je.line, je.column);
-            return 2;
-        }
-        ds_schema_options so = {0};
-        ds_status st = ds_json_schema_to_gbnf(schema, "root", &so, gbnf, &e);
-        json_decref(schema);
-        if (st != DS_OK) { fprintf(stderr, "deltaserve generate: %s: %s\n", schema_path, e.msg); return 2; }
-    } else if (pattern) {
-        if (ds_regex_to_gbnf(pattern, strlen(pattern), "root", 0, gbnf, &e) != DS_OK) {
-            fprintf(stderr, "deltaserve generate: --regex: %s\n", e.msg);
-            return 2;
-        }
-    } else if (grammar_path) {
-        FILE *f = fopen(grammar_path, "rb");
-        long n = -1;
-        if (f && fseek(f, 0, SEEK_END) == 0 && (n = ftell(f)) >= 0 && fseek(f, 0, SEEK_SET) == 0 && (*gbnf = malloc((size_t)n + 1)) &&
-            fread(*gbnf, 1, (size_t)n, f) == (size_t)n) {
-            (*gbnf)[n] = 0;
-        } else {
-            free(*gbnf), *gbnf = NULL;
-            n = -1;
-        }
-        if (f) fclose(f);
-        if (n < 0) { fprintf(stderr, "deltaserve generate: %s: cannot read\n", grammar_path); return 2; }
-        if ((long)strlen(*gbnf) != n) {
-            fprintf(stderr, "deltaserve generate: %s: a NUL byte in the grammar\n", grammar_path);
-            free(*gbnf), *gbnf = NULL;
-            return 2;
-        }
-    }
-    return 0;
-}
 
 int ds_cmd_generate(int argc, char **argv) {
     const char *path = NULL, *prompt = NULL, *schema_path = NULL, *grammar_path = NULL, *pattern = NULL;
@@ -125,7 +80,14 @@ int ds_cmd_generate(int argc, char **argv) {
         return 2;
     }
     char *gbnf = NULL;
-    int crc = constraint_gbnf(schema_path, grammar_path, pattern, &gbnf);
+    ds_schema_options so = {0};
+    int crc = 0;
+    if (!!schema_path + !!grammar_path + !!pattern > 1) {
+        fprintf(stderr, "deltaserve generate: give at most one of --json-schema, --grammar, --regex\n");
+        crc = 2;
+    } else {
+        crc = ds_cli_constraint_gbnf("generate", schema_path, grammar_path, pattern, &so, 2, &gbnf);
+    }
     if (crc) return crc;
     ds_err e = {0};
     ds_grammar *grammar = NULL;

@@ -7,11 +7,11 @@
 #include <string.h>
 
 #include "cli/args.h"
+#include "cli/cli_constraint.h"
 #include "cli/commands.h"
 #include "grammar/grammar.h"
 #include "grammar/json_schema.h"
 #include "grammar/matcher.h"
-#include "grammar/regex.h"
 
 static void usage(FILE *f) {
     fprintf(f, "usage: deltaserve grammar (--json-schema FILE [--strict] [--max-space N] | --regex PATTERN | --gbnf FILE)\n"
@@ -115,28 +115,9 @@ int ds_cmd_grammar(int argc, char **argv) {
         usage(stderr);
         return 2;
     }
-    ds_err e = {0};
     char *gbnf = NULL;
     size_t len;
-    if (schema_path) {
-        json_error_t je;
-        json_t *schema = json_load_file(schema_path, JSON_DECODE_ANY, &je);
-        if (!schema) {
-            fprintf(stderr, "deltaserve grammar: %s: %s (line %d, column %d)\n", schema_path, je.text, je.line, je.column);
-            return 1;
-        }
-        ds_status st = ds_json_schema_to_gbnf(schema, "root", &so, &gbnf, &e);
-        json_decref(schema);
-        if (st != DS_OK) { fprintf(stderr, "deltaserve grammar: %s: %s\n", schema_path, e.msg); return 1; }
-    } else if (pattern) {
-        if (ds_regex_to_gbnf(pattern, strlen(pattern), "root", 0, &gbnf, &e) != DS_OK) {
-            fprintf(stderr, "deltaserve grammar: %s\n", e.msg);
-            return 1;
-        }
-    } else if (!(gbnf = read_file(gbnf_path, &len))) {
-        fprintf(stderr, "deltaserve grammar: %s: cannot read\n", gbnf_path);
-        return 1;
-    }
+    if (ds_cli_constraint_gbnf("grammar", schema_path, gbnf_path, pattern, &so, 1, &gbnf)) return 1;
     int rc = 0;
     if (check_text) rc = check(gbnf, check_text, strlen(check_text), 0, NULL);
     else if (check_path) {

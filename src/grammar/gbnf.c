@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "grammar/gbnf_text.h"
 #include "grammar/grammar_int.h"
 
 typedef struct {
@@ -200,22 +201,6 @@ static int read_char(parser *ps, unsigned *cp, int *raw) {
     return 1;
 }
 
-static int utf8_encode(unsigned cp, unsigned char *b) {
-    if (cp < 0x80) { b[0] = (unsigned char)cp; return 1; }
-    if (cp < 0x800) { b[0] = (unsigned char)(0xc0 | cp >> 6); b[1] = (unsigned char)(0x80 | (cp & 0x3f)); return 2; }
-    if (cp < 0x10000) {
-        b[0] = (unsigned char)(0xe0 | cp >> 12);
-        b[1] = (unsigned char)(0x80 | ((cp >> 6) & 0x3f));
-        b[2] = (unsigned char)(0x80 | (cp & 0x3f));
-        return 3;
-    }
-    b[0] = (unsigned char)(0xf0 | cp >> 18);
-    b[1] = (unsigned char)(0x80 | ((cp >> 12) & 0x3f));
-    b[2] = (unsigned char)(0x80 | ((cp >> 6) & 0x3f));
-    b[3] = (unsigned char)(0x80 | (cp & 0x3f));
-    return 4;
-}
-
 /* --- character classes: code point ranges to UTF-8 byte sequences --- */
 
 typedef struct {
@@ -278,8 +263,8 @@ static void split_range(seqlist *l, unsigned lo, unsigned hi) {
         if (lo > bounds[k]) continue;
         unsigned top = hi < bounds[k] ? hi : bounds[k];
         unsigned char a[4] = {0}, b[4] = {0};
-        int n = utf8_encode(lo, a);
-        utf8_encode(top, b);
+        int n = ds_utf8_encode(lo, (char *)a);
+        ds_utf8_encode(top, (char *)b);
         split_same_length(l, a, b, n, 0);
         lo = top + 1;
     }
@@ -416,7 +401,7 @@ static int parse_literal(parser *ps, seq *out) {
         int raw;
         if (!read_char(ps, &cp, &raw)) return 0;
         unsigned char b[4];
-        int n = raw ? (b[0] = (unsigned char)cp, 1) : utf8_encode(cp, b);
+        int n = raw ? (b[0] = (unsigned char)cp, 1) : ds_utf8_encode(cp, (char *)b);
         for (int i = 0; i < n; i++) {
             int id = byte_set(ps, b[i]);
             if (id < 0 || !push(ps, out, E_BYTES, id)) return 0;

@@ -6,43 +6,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-static int reserve(ds_gtext *t, size_t more) {
-    if (t->oom) return 0;
-    if (t->n + more + 1 <= t->cap) return 1;
-    size_t cap = t->cap ? t->cap : 256;
-    while (cap < t->n + more + 1) cap *= 2;
-    char *p = realloc(t->p, cap);
-    if (!p) { t->oom = 1; return 0; }
-    t->p = p, t->cap = cap;
-    return 1;
-}
-
-void ds_gtext_putn(ds_gtext *t, const char *s, size_t n) {
-    if (!reserve(t, n)) return;
-    memcpy(t->p + t->n, s, n);
-    t->n += n;
-    t->p[t->n] = 0;
-}
-
-void ds_gtext_put(ds_gtext *t, const char *s) { ds_gtext_putn(t, s, strlen(s)); }
-
-void ds_gtext_printf(ds_gtext *t, const char *fmt, ...) {
-    va_list ap;
-    va_start(ap, fmt);
-    int n = vsnprintf(NULL, 0, fmt, ap);
-    va_end(ap);
-    if (n < 0 || !reserve(t, (size_t)n)) return;
-    va_start(ap, fmt);
-    vsnprintf(t->p + t->n, (size_t)n + 1, fmt, ap);
-    va_end(ap);
-    t->n += (size_t)n;
-}
-
-void ds_gtext_free(ds_gtext *t) {
-    free(t->p);
-    memset(t, 0, sizeof *t);
-}
-
 int ds_utf8_encode(uint32_t cp, char *o) {
     if (cp < 0x80) { o[0] = (char)cp; return 1; }
     if (cp < 0x800) { o[0] = (char)(0xC0 | cp >> 6); o[1] = (char)(0x80 | (cp & 63)); return 2; }
@@ -73,50 +36,50 @@ int32_t ds_utf8_decode(const char *s, size_t n, int *used) {
     return (int32_t)cp;
 }
 
-void ds_gtext_lit_cp(ds_gtext *t, uint32_t cp) {
+void ds_gtext_lit_cp(ds_sb *t, uint32_t cp) {
     char b[8];
-    if (cp == '"' || cp == '\\') { b[0] = '\\', b[1] = (char)cp; ds_gtext_putn(t, b, 2); }
-    else if (cp < 0x20 || cp == 0x7f) ds_gtext_printf(t, "\\x%02X", (unsigned)cp);
-    else if (cp >= 0xD800 && cp < 0xE000) ds_gtext_printf(t, "\\u%04X", (unsigned)cp);
-    else ds_gtext_putn(t, b, (size_t)ds_utf8_encode(cp, b));
+    if (cp == '"' || cp == '\\') { b[0] = '\\', b[1] = (char)cp; ds_sb_append(t, b, 2); }
+    else if (cp < 0x20 || cp == 0x7f) ds_sb_printf(t, "\\x%02X", (unsigned)cp);
+    else if (cp >= 0xD800 && cp < 0xE000) ds_sb_printf(t, "\\u%04X", (unsigned)cp);
+    else ds_sb_append(t, b, (size_t)ds_utf8_encode(cp, b));
 }
 
-void ds_gtext_literal(ds_gtext *t, const char *s, size_t n) {
-    ds_gtext_put(t, "\"");
+void ds_gtext_literal(ds_sb *t, const char *s, size_t n) {
+    ds_sb_puts(t, "\"");
     for (size_t i = 0; i < n;) {
         int used;
         int32_t cp = ds_utf8_decode(s + i, n - i, &used);
-        if (cp < 0) ds_gtext_printf(t, "\\x%02X", (unsigned char)s[i]);
+        if (cp < 0) ds_sb_printf(t, "\\x%02X", (unsigned char)s[i]);
         else ds_gtext_lit_cp(t, (uint32_t)cp);
         i += (size_t)used;
     }
-    ds_gtext_put(t, "\"");
+    ds_sb_puts(t, "\"");
 }
 
-void ds_gtext_class_cp(ds_gtext *t, uint32_t cp) {
+void ds_gtext_class_cp(ds_sb *t, uint32_t cp) {
     if ((cp >= '0' && cp <= '9') || (cp >= 'a' && cp <= 'z') || (cp >= 'A' && cp <= 'Z')) {
         char c = (char)cp;
-        ds_gtext_putn(t, &c, 1);
-    } else if (cp < 0x80) ds_gtext_printf(t, "\\x%02X", (unsigned)cp);
-    else if (cp < 0x10000) ds_gtext_printf(t, "\\u%04X", (unsigned)cp);
-    else ds_gtext_printf(t, "\\U%08X", (unsigned)cp);
+        ds_sb_append(t, &c, 1);
+    } else if (cp < 0x80) ds_sb_printf(t, "\\x%02X", (unsigned)cp);
+    else if (cp < 0x10000) ds_sb_printf(t, "\\u%04X", (unsigned)cp);
+    else ds_sb_printf(t, "\\U%08X", (unsigned)cp);
 }
 
 int ds_json_cp_plain(uint32_t cp) { return cp >= 0x20; }
 
-void ds_gtext_json_cp(ds_gtext *t, uint32_t cp) {
+void ds_gtext_json_cp(ds_sb *t, uint32_t cp) {
     if (cp >= 0x20) {
-        ds_gtext_put(t, "\"");
-        if (cp == '"' || cp == '\\') ds_gtext_put(t, "\\\\");
+        ds_sb_puts(t, "\"");
+        if (cp == '"' || cp == '\\') ds_sb_puts(t, "\\\\");
         ds_gtext_lit_cp(t, cp);
-        ds_gtext_put(t, "\"");
+        ds_sb_puts(t, "\"");
         return;
     }
     static const char shorts[] = "btnvfr"; /* 8..13; \v has no JSON short form */
-    ds_gtext_put(t, "(\"\\\\");
-    if (cp >= 8 && cp <= 13 && cp != 11) ds_gtext_printf(t, "%c\" | \"\\\\", shorts[cp - 8]);
-    ds_gtext_printf(t, "u00%c\" ", cp >> 4 ? '1' : '0');
+    ds_sb_puts(t, "(\"\\\\");
+    if (cp >= 8 && cp <= 13 && cp != 11) ds_sb_printf(t, "%c\" | \"\\\\", shorts[cp - 8]);
+    ds_sb_printf(t, "u00%c\" ", cp >> 4 ? '1' : '0');
     unsigned d = cp & 15;
-    if (d < 10) ds_gtext_printf(t, "\"%u\")", d);
-    else ds_gtext_printf(t, "[%c%c])", 'a' + d - 10, 'A' + d - 10);
+    if (d < 10) ds_sb_printf(t, "\"%u\")", d);
+    else ds_sb_printf(t, "[%c%c])", 'a' + d - 10, 'A' + d - 10);
 }

@@ -1,5 +1,5 @@
-/* gbnf_text.h - writing GBNF text: a growing buffer, and literals and
- * character classes escaped so that any code point (or byte) survives.
+/* gbnf_text.h - writing GBNF text into a ds_sb (common/strbuf.h): literals
+ * and character classes escaped so that any code point (or byte) survives.
  * Shared by the compilers to GBNF (json_schema.c, regex.c). */
 #ifndef DS_GBNF_TEXT_H
 #define DS_GBNF_TEXT_H
@@ -7,28 +7,20 @@
 #include <stddef.h>
 #include <stdint.h>
 
-typedef struct {
-    char *p;
-    size_t n, cap;
-    int oom; /* an allocation failed: the text is incomplete, report DS_ENOMEM */
-} ds_gtext;
+#include "common/strbuf.h"
 
-void ds_gtext_putn(ds_gtext *t, const char *s, size_t n);
-void ds_gtext_put(ds_gtext *t, const char *s);
-void ds_gtext_printf(ds_gtext *t, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-void ds_gtext_free(ds_gtext *t);
 
 /* One code point inside "..." (raw when printable ASCII or above 0x7f, else escaped). */
-void ds_gtext_lit_cp(ds_gtext *t, uint32_t cp);
+void ds_gtext_lit_cp(ds_sb *t, uint32_t cp);
 /* A whole literal "..." of UTF-8 bytes (bytes that are not UTF-8 as \xHH). */
-void ds_gtext_literal(ds_gtext *t, const char *s, size_t n);
+void ds_gtext_literal(ds_sb *t, const char *s, size_t n);
 /* One code point inside [...]: escaped unless a letter or digit. */
-void ds_gtext_class_cp(ds_gtext *t, uint32_t cp);
+void ds_gtext_class_cp(ds_sb *t, uint32_t cp);
 
 /* The JSON-encoded forms of code point cp inside a JSON string, as one GBNF
  * element: itself, or \" \\ , or for a control character its short escape
  * (\n ...) or \u00XX (either case of hex digit). */
-void ds_gtext_json_cp(ds_gtext *t, uint32_t cp);
+void ds_gtext_json_cp(ds_sb *t, uint32_t cp);
 /* Whether cp has one JSON form inside a string (it can join a literal). */
 int ds_json_cp_plain(uint32_t cp);
 

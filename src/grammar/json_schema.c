@@ -47,7 +47,7 @@ typedef struct {
     const json_t *root;
     const ds_schema_options *o;
     const char *name;
-    ds_gtext rules;
+    ds_sb rules;
     char **names; /* rule names taken */
     int n_names, cap_names;
     struct { char *ptr, *rule; } *refs;
@@ -83,18 +83,18 @@ static int oom(gen *g) {
 
 static size_t path_push(gen *g, const char *seg) {
     size_t old = g->path_len;
-    ds_gtext t = {0};
-    ds_gtext_put(&t, "/");
+    ds_sb t = {0};
+    ds_sb_puts(&t, "/");
     for (const char *s = seg; *s; s++) {
-        if (*s == '~') ds_gtext_put(&t, "~0");
-        else if (*s == '/') ds_gtext_put(&t, "~1");
-        else ds_gtext_putn(&t, s, 1);
+        if (*s == '~') ds_sb_puts(&t, "~0");
+        else if (*s == '/') ds_sb_puts(&t, "~1");
+        else ds_sb_append(&t, s, 1);
     }
-    if (t.p && old + t.n < sizeof g->path) {
-        memcpy(g->path + old, t.p, t.n + 1);
+    if (t.s && old + t.n < sizeof g->path) {
+        memcpy(g->path + old, t.s, t.n + 1);
         g->path_len = old + t.n;
     }
-    ds_gtext_free(&t);
+    ds_sb_free(&t);
     return old;
 }
 
@@ -138,8 +138,8 @@ static char *rule_name(gen *g, const char *hint) {
     return g->names[g->n_names++] = s;
 }
 
-static void add_rule(gen *g, const char *name, const ds_gtext *body) {
-    ds_gtext_printf(&g->rules, "%s ::= %s\n", name, body->p ? body->p : "\"\"");
+static void add_rule(gen *g, const char *name, const ds_sb *body) {
+    ds_sb_printf(&g->rules, "%s ::= %s\n", name, body->s ? body->s : "\"\"");
     if (body->oom) g->rules.oom = 1;
 }
 
@@ -151,27 +151,27 @@ static const char *ws(gen *g) {
     return b;
 }
 
-static void put_ws(gen *g, ds_gtext *t) { ds_gtext_put(t, ws(g)); }
+static void put_ws(gen *g, ds_sb *t) { ds_sb_puts(t, ws(g)); }
 
 /* " sep " between two elements: whitespace, then the literal, then whitespace */
-static void put_sep(gen *g, ds_gtext *t, const char *lit) {
-    ds_gtext_put(t, g->o->max_space ? ws(g) : " ");
-    ds_gtext_put(t, lit);
-    ds_gtext_put(t, g->o->max_space ? ws(g) : " ");
+static void put_sep(gen *g, ds_sb *t, const char *lit) {
+    ds_sb_puts(t, g->o->max_space ? ws(g) : " ");
+    ds_sb_puts(t, lit);
+    ds_sb_puts(t, g->o->max_space ? ws(g) : " ");
 }
 
-static void put_prim(gen *g, ds_gtext *t, unsigned p, const char *suffix) {
+static void put_prim(gen *g, ds_sb *t, unsigned p, const char *suffix) {
     g->prims |= p;
-    ds_gtext_printf(t, "%s-%s", g->name, suffix);
+    ds_sb_printf(t, "%s-%s", g->name, suffix);
 }
 
-static void put_repeat(ds_gtext *t, long mn, long mx) { /* mx < 0: unbounded */
-    if (mn == 0 && mx == 1) ds_gtext_put(t, "?");
-    else if (mn == 0 && mx < 0) ds_gtext_put(t, "*");
-    else if (mn == 1 && mx < 0) ds_gtext_put(t, "+");
-    else if (mx < 0) ds_gtext_printf(t, "{%ld,}", mn);
-    else if (mn == mx) ds_gtext_printf(t, "{%ld}", mn);
-    else ds_gtext_printf(t, "{%ld,%ld}", mn, mx);
+static void put_repeat(ds_sb *t, long mn, long mx) { /* mx < 0: unbounded */
+    if (mn == 0 && mx == 1) ds_sb_puts(t, "?");
+    else if (mn == 0 && mx < 0) ds_sb_puts(t, "*");
+    else if (mn == 1 && mx < 0) ds_sb_puts(t, "+");
+    else if (mx < 0) ds_sb_printf(t, "{%ld,}", mn);
+    else if (mn == mx) ds_sb_printf(t, "{%ld}", mn);
+    else ds_sb_printf(t, "{%ld,%ld}", mn, mx);
 }
 
 /* --- keywords --- */
@@ -279,11 +279,11 @@ static const json_t *resolve_ref(gen *g, const char *ref) {
     return cur;
 }
 
-static int gen_value(gen *g, const json_t *s, ds_gtext *out);
+static int gen_value(gen *g, const json_t *s, ds_sb *out);
 
-static int gen_ref(gen *g, const char *ref, ds_gtext *out) {
+static int gen_ref(gen *g, const char *ref, ds_sb *out) {
     for (int i = 0; i < g->n_refs; i++)
-        if (!strcmp(g->refs[i].ptr, ref)) { ds_gtext_put(out, g->refs[i].rule); return 1; }
+        if (!strcmp(g->refs[i].ptr, ref)) { ds_sb_puts(out, g->refs[i].rule); return 1; }
     const json_t *target = resolve_ref(g, ref);
     if (!target) return 0;
     const char *last = strrchr(ref, '/');
@@ -305,13 +305,13 @@ static int gen_ref(gen *g, const char *ref, ds_gtext *out) {
     memcpy(saved, g->path, sizeof saved);
     snprintf(g->path, sizeof g->path, "%s", ref + 1);
     g->path_len = strlen(g->path);
-    ds_gtext body = {0};
+    ds_sb body = {0};
     int ok = gen_value(g, target, &body);
     memcpy(g->path, saved, sizeof saved);
     g->path_len = saved_len;
     if (ok) add_rule(g, rule, &body);
-    ds_gtext_free(&body);
-    if (ok) ds_gtext_put(out, rule);
+    ds_sb_free(&body);
+    if (ok) ds_sb_puts(out, rule);
     return ok;
 }
 
@@ -447,71 +447,71 @@ static const json_t *flatten(gen *g, const json_t *s, int depth) {
 
 /* --- literal JSON values (enum, const) --- */
 
-static void put_json_string(ds_gtext *t, const char *s, size_t n) {
-    ds_gtext_put(t, "\"\\\"");
+static void put_json_string(ds_sb *t, const char *s, size_t n) {
+    ds_sb_puts(t, "\"\\\"");
     for (size_t i = 0; i < n;) {
         int used;
         int32_t cp = ds_utf8_decode(s + i, n - i, &used);
         i += (size_t)used;
         if (cp < 0) continue;
         if (cp < 0x20) {
-            ds_gtext_put(t, "\" ");
+            ds_sb_puts(t, "\" ");
             ds_gtext_json_cp(t, (uint32_t)cp);
-            ds_gtext_put(t, " \"");
+            ds_sb_puts(t, " \"");
         } else {
-            if (cp == '"' || cp == '\\') ds_gtext_put(t, "\\\\");
+            if (cp == '"' || cp == '\\') ds_sb_puts(t, "\\\\");
             ds_gtext_lit_cp(t, (uint32_t)cp);
         }
     }
-    ds_gtext_put(t, "\\\"\"");
+    ds_sb_puts(t, "\\\"\"");
 }
 
-static void put_real(ds_gtext *t, double d) {
+static void put_real(ds_sb *t, double d) {
     char b[40];
     for (int prec = 15; prec <= 17; prec++) {
         snprintf(b, sizeof b, "%.*g", prec, d);
         if (strtod(b, NULL) == d) break;
     }
     int plain = !strpbrk(b, ".eEn");
-    if (plain) ds_gtext_printf(t, "(\"%s\" | \"%s.0\")", b, b); /* 3.0 in the schema: 3 and 3.0 are equal */
-    else ds_gtext_printf(t, "\"%s\"", b);
+    if (plain) ds_sb_printf(t, "(\"%s\" | \"%s.0\")", b, b); /* 3.0 in the schema: 3 and 3.0 are equal */
+    else ds_sb_printf(t, "\"%s\"", b);
 }
 
-static void gen_literal(gen *g, const json_t *v, ds_gtext *t) {
+static void gen_literal(gen *g, const json_t *v, ds_sb *t) {
     switch (json_typeof(v)) {
-    case JSON_NULL: ds_gtext_put(t, "\"null\""); return;
-    case JSON_TRUE: ds_gtext_put(t, "\"true\""); return;
-    case JSON_FALSE: ds_gtext_put(t, "\"false\""); return;
-    case JSON_INTEGER: ds_gtext_printf(t, "\"%lld\"", (long long)json_integer_value(v)); return;
+    case JSON_NULL: ds_sb_puts(t, "\"null\""); return;
+    case JSON_TRUE: ds_sb_puts(t, "\"true\""); return;
+    case JSON_FALSE: ds_sb_puts(t, "\"false\""); return;
+    case JSON_INTEGER: ds_sb_printf(t, "\"%lld\"", (long long)json_integer_value(v)); return;
     case JSON_REAL: put_real(t, json_real_value(v)); return;
     case JSON_STRING: put_json_string(t, json_string_value(v), json_string_length(v)); return;
     case JSON_ARRAY: {
-        ds_gtext_put(t, "\"[\"");
+        ds_sb_puts(t, "\"[\"");
         put_ws(g, t);
         for (size_t i = 0; i < json_array_size(v); i++) {
             if (i) put_sep(g, t, "\",\"");
-            else ds_gtext_put(t, " ");
+            else ds_sb_puts(t, " ");
             gen_literal(g, json_array_get(v, i), t);
         }
         if (json_array_size(v)) put_ws(g, t);
-        ds_gtext_put(t, " \"]\"");
+        ds_sb_puts(t, " \"]\"");
         return;
     }
     case JSON_OBJECT: {
-        ds_gtext_put(t, "\"{\"");
+        ds_sb_puts(t, "\"{\"");
         put_ws(g, t);
         const char *k;
         const json_t *x;
         int i = 0;
         json_object_foreach((json_t *)v, k, x) {
             if (i++) put_sep(g, t, "\",\"");
-            else ds_gtext_put(t, " ");
+            else ds_sb_puts(t, " ");
             put_json_string(t, k, strlen(k));
             put_sep(g, t, "\":\"");
             gen_literal(g, x, t);
         }
         if (i) put_ws(g, t);
-        ds_gtext_put(t, " \"}\"");
+        ds_sb_puts(t, " \"}\"");
         return;
     }
     }
@@ -530,7 +530,7 @@ static int value_type_ok(const json_t *v, unsigned mask) {
     return 0;
 }
 
-static int gen_enum(gen *g, const json_t *s, unsigned mask, ds_gtext *out) {
+static int gen_enum(gen *g, const json_t *s, unsigned mask, ds_sb *out) {
     static const char *const OK_BESIDE[] = {"enum", "const", "type", NULL};
     const json_t *en = json_object_get(s, "enum"), *c = json_object_get(s, "const");
     if (en && c) return failf(g, DS_EUNSUPPORTED, "enum together with const is not supported%s", "");
@@ -544,90 +544,90 @@ static int gen_enum(gen *g, const json_t *s, unsigned mask, ds_gtext *out) {
     if (en && !json_is_array(en)) return failf(g, DS_EINVAL, "'enum' must be an array%s", "");
     size_t n = en ? json_array_size(en) : 1;
     int k = 0;
-    ds_gtext t = {0};
+    ds_sb t = {0};
     for (size_t i = 0; i < n; i++) {
         const json_t *v = en ? json_array_get(en, i) : c;
         if (!value_type_ok(v, mask)) continue;
-        if (k++) ds_gtext_put(&t, " | ");
+        if (k++) ds_sb_puts(&t, " | ");
         gen_literal(g, v, &t);
     }
-    if (!k) { ds_gtext_free(&t); return failf(g, DS_EUNSUPPORTED, "enum / const admits no value of the schema's type%s", ""); }
-    ds_gtext_printf(out, "(%s)", t.p ? t.p : "");
+    if (!k) { ds_sb_free(&t); return failf(g, DS_EUNSUPPORTED, "enum / const admits no value of the schema's type%s", ""); }
+    ds_sb_printf(out, "(%s)", t.s ? t.s : "");
     if (t.oom) out->oom = 1;
-    ds_gtext_free(&t);
+    ds_sb_free(&t);
     return 1;
 }
 
 /* --- numbers --- */
 
 /* Same-length decimal strings a <= b: the digit strings between them. */
-static void digits_between(ds_gtext *t, const char *a, const char *b, size_t n) {
-    if (n == 0) { ds_gtext_put(t, "\"\""); return; }
+static void digits_between(ds_sb *t, const char *a, const char *b, size_t n) {
+    if (n == 0) { ds_sb_puts(t, "\"\""); return; }
     if (a[0] == b[0]) {
-        ds_gtext_printf(t, "\"%c\"", a[0]);
-        if (n > 1) { ds_gtext_put(t, " "); digits_between(t, a + 1, b + 1, n - 1); }
+        ds_sb_printf(t, "\"%c\"", a[0]);
+        if (n > 1) { ds_sb_puts(t, " "); digits_between(t, a + 1, b + 1, n - 1); }
         return;
     }
     int a_low = 1, b_high = 1; /* a's tail all 0, b's tail all 9 */
     for (size_t i = 1; i < n; i++) a_low &= a[i] == '0', b_high &= b[i] == '9';
-    ds_gtext_put(t, "(");
+    ds_sb_puts(t, "(");
     char lo = a[0], hi = b[0];
     int k = 0;
     if (!a_low) {
         char nines[32];
         memset(nines, '9', n - 1);
-        ds_gtext_printf(t, "\"%c\" ", a[0]);
+        ds_sb_printf(t, "\"%c\" ", a[0]);
         digits_between(t, a + 1, nines, n - 1);
         lo++, k++;
     }
     if (!b_high) hi--;
     if (lo <= hi) {
-        ds_gtext_put(t, k++ ? " | " : "");
-        if (lo == hi) ds_gtext_printf(t, "\"%c\"", lo);
-        else ds_gtext_printf(t, "[%c-%c]", lo, hi);
-        if (n > 1) ds_gtext_printf(t, " [0-9]{%zu}", n - 1);
+        ds_sb_puts(t, k++ ? " | " : "");
+        if (lo == hi) ds_sb_printf(t, "\"%c\"", lo);
+        else ds_sb_printf(t, "[%c-%c]", lo, hi);
+        if (n > 1) ds_sb_printf(t, " [0-9]{%zu}", n - 1);
     }
     if (!b_high) {
         char zeros[32];
         memset(zeros, '0', n - 1);
-        ds_gtext_printf(t, "%s\"%c\" ", k++ ? " | " : "", b[0]);
+        ds_sb_printf(t, "%s\"%c\" ", k++ ? " | " : "", b[0]);
         digits_between(t, zeros, b + 1, n - 1);
     }
-    ds_gtext_put(t, ")");
+    ds_sb_puts(t, ")");
 }
 
 /* The decimal forms (no sign, no leading zero) of the integers in [a, b], 0 <= a <= b. */
-static void uint_range(ds_gtext *t, long long a, long long b) {
+static void uint_range(ds_sb *t, long long a, long long b) {
     char sa[32], sb[32];
     int la = snprintf(sa, sizeof sa, "%lld", a), lb = snprintf(sb, sizeof sb, "%lld", b);
     int k = 0;
-    ds_gtext_put(t, "(");
+    ds_sb_puts(t, "(");
     for (int len = la; len <= lb; len++) {
         char lo[32], hi[32];
         if (len == la) memcpy(lo, sa, (size_t)la + 1);
         else { lo[0] = '1'; memset(lo + 1, '0', (size_t)len - 1); lo[len] = 0; }
         if (len == lb) memcpy(hi, sb, (size_t)lb + 1);
         else { memset(hi, '9', (size_t)len); hi[len] = 0; }
-        if (k++) ds_gtext_put(t, " | ");
+        if (k++) ds_sb_puts(t, " | ");
         digits_between(t, lo, hi, (size_t)len);
     }
-    ds_gtext_put(t, ")");
+    ds_sb_puts(t, ")");
 }
 
 /* The integers in [lo, hi] (both within +-(10^18)). */
-static void int_range(ds_gtext *t, long long lo, long long hi) {
+static void int_range(ds_sb *t, long long lo, long long hi) {
     int k = 0;
-    ds_gtext_put(t, "(");
+    ds_sb_puts(t, "(");
     if (lo < 0) {
-        ds_gtext_put(t, "\"-\" ");
+        ds_sb_puts(t, "\"-\" ");
         uint_range(t, hi < 0 ? -hi : 1, -lo);
         k++;
     }
     if (hi >= 0) {
-        if (k++) ds_gtext_put(t, " | ");
+        if (k++) ds_sb_puts(t, " | ");
         uint_range(t, lo > 0 ? lo : 0, hi);
     }
-    ds_gtext_put(t, ")");
+    ds_sb_puts(t, ")");
 }
 
 typedef struct { int has_lo, has_hi; double lo, hi; int lo_excl, hi_excl; } bounds;
@@ -674,7 +674,7 @@ static int int_bounds(const bounds *b, long long *lo, long long *hi) {
     return *lo <= *hi;
 }
 
-static int gen_integer(gen *g, const json_t *s, ds_gtext *out) {
+static int gen_integer(gen *g, const json_t *s, ds_sb *out) {
     bounds b;
     if (!get_bounds(g, s, &b)) return 0;
     if (!b.has_lo && !b.has_hi) { put_prim(g, out, P_INT, "int"); return 1; }
@@ -684,7 +684,7 @@ static int gen_integer(gen *g, const json_t *s, ds_gtext *out) {
     return 1;
 }
 
-static int gen_number(gen *g, const json_t *s, ds_gtext *out) {
+static int gen_number(gen *g, const json_t *s, ds_sb *out) {
     bounds b;
     if (!get_bounds(g, s, &b)) return 0;
     if (!b.has_lo && !b.has_hi) { put_prim(g, out, P_NUMBER, "number"); return 1; }
@@ -700,19 +700,19 @@ static int gen_number(gen *g, const json_t *s, ds_gtext *out) {
     if (n_hi > cap) n_hi = cap;
     const char *frac = " \".\" [0-9]* [1-9] [0-9]*";
     int k = 0;
-    ds_gtext_put(out, "(");
-    if (any_int) { int_range(out, lo, hi); ds_gtext_put(out, " (\".\" \"0\"+)?"); k++; }
+    ds_sb_puts(out, "(");
+    if (any_int) { int_range(out, lo, hi); ds_sb_puts(out, " (\".\" \"0\"+)?"); k++; }
     if (p_lo <= p_hi) {
-        ds_gtext_put(out, k++ ? " | " : "");
+        ds_sb_puts(out, k++ ? " | " : "");
         uint_range(out, p_lo, p_hi);
-        ds_gtext_put(out, frac);
+        ds_sb_puts(out, frac);
     }
     if (n_lo <= n_hi) {
-        ds_gtext_put(out, k++ ? " | \"-\" " : "\"-\" ");
+        ds_sb_puts(out, k++ ? " | \"-\" " : "\"-\" ");
         uint_range(out, n_lo, n_hi);
-        ds_gtext_put(out, frac);
+        ds_sb_puts(out, frac);
     }
-    ds_gtext_put(out, ")");
+    ds_sb_puts(out, ")");
     if (!k) return failf(g, DS_EUNSUPPORTED, "the bounds admit no number%s", "");
     return 1;
 }
@@ -722,7 +722,7 @@ static int gen_number(gen *g, const json_t *s, ds_gtext *out) {
 /* JSON Schema's pattern matches anywhere (a search): each top-level
  * alternative not anchored by ^ / $ gets any text before / after it. */
 static char *search_form(const char *p, size_t n) {
-    ds_gtext t = {0};
+    ds_sb t = {0};
     size_t start = 0;
     int depth = 0, in_class = 0;
     for (size_t i = 0; i <= n; i++) {
@@ -740,18 +740,18 @@ static char *search_form(const char *p, size_t n) {
                 for (size_t j = end - 1; j > start && p[j - 1] == '\\'; j--) bs++;
                 anchored_end = bs % 2 == 0;
             }
-            if (start) ds_gtext_put(&t, "|");
-            if (start >= end || p[start] != '^') ds_gtext_put(&t, "[\\s\\S]*");
-            ds_gtext_putn(&t, p + start, end - start);
-            if (!anchored_end) ds_gtext_put(&t, "[\\s\\S]*");
+            if (start) ds_sb_puts(&t, "|");
+            if (start >= end || p[start] != '^') ds_sb_puts(&t, "[\\s\\S]*");
+            ds_sb_append(&t, p + start, end - start);
+            if (!anchored_end) ds_sb_puts(&t, "[\\s\\S]*");
             start = i + 1;
         }
     }
-    if (t.oom) { ds_gtext_free(&t); return NULL; }
-    return t.p;
+    if (t.oom) { ds_sb_free(&t); return NULL; }
+    return t.s;
 }
 
-static int gen_pattern(gen *g, const char *pat, size_t n, ds_gtext *out) {
+static int gen_pattern(gen *g, const char *pat, size_t n, ds_sb *out) {
     char *rule = rule_name(g, "pattern"), *gb = NULL, *full;
     if (!rule) return 0;
     ds_err e = {0};
@@ -768,13 +768,13 @@ static int gen_pattern(gen *g, const char *pat, size_t n, ds_gtext *out) {
         snprintf(msg, sizeof msg, "'pattern': %s", e.msg);
         return failf(g, st, "%s", msg);
     }
-    ds_gtext_put(&g->rules, gb);
+    ds_sb_puts(&g->rules, gb);
     free(gb);
-    ds_gtext_printf(out, "\"\\\"\" %s \"\\\"\"", rule);
+    ds_sb_printf(out, "\"\\\"\" %s \"\\\"\"", rule);
     return 1;
 }
 
-static int gen_string(gen *g, const json_t *s, ds_gtext *out) {
+static int gen_string(gen *g, const json_t *s, ds_sb *out) {
     const json_t *pat = json_object_get(s, "pattern"), *fmt = json_object_get(s, "format");
     long mn = 0, mx = -1;
     if (!get_count(g, s, "minLength", &mn) || !get_count(g, s, "maxLength", &mx)) return 0;
@@ -787,50 +787,50 @@ static int gen_string(gen *g, const json_t *s, ds_gtext *out) {
     }
     if (fmt) {
         const char *f = json_is_string(fmt) ? json_string_value(fmt) : "";
-        ds_gtext_put(out, "\"\\\"\" ");
+        ds_sb_puts(out, "\"\\\"\" ");
         if (!strcmp(f, "date")) put_prim(g, out, P_DATE, "date");
         else if (!strcmp(f, "time")) put_prim(g, out, P_TIME, "time");
         else if (!strcmp(f, "date-time")) {
             put_prim(g, out, P_DATE, "date");
-            ds_gtext_put(out, " \"T\" ");
+            ds_sb_puts(out, " \"T\" ");
             put_prim(g, out, P_TIME, "time");
         } else if (!strcmp(f, "uuid")) {
-            ds_gtext_put(out, "[0-9a-fA-F]{8} \"-\" [0-9a-fA-F]{4} \"-\" [0-9a-fA-F]{4} \"-\" [0-9a-fA-F]{4} \"-\" [0-9a-fA-F]{12}");
+            ds_sb_puts(out, "[0-9a-fA-F]{8} \"-\" [0-9a-fA-F]{4} \"-\" [0-9a-fA-F]{4} \"-\" [0-9a-fA-F]{4} \"-\" [0-9a-fA-F]{12}");
         } else if (!strcmp(f, "email")) {
-            ds_gtext_put(out, "[A-Za-z0-9!#$%&'*+/=?^_`{|}~-]+ (\".\" [A-Za-z0-9!#$%&'*+/=?^_`{|}~-]+)* \"@\" "
+            ds_sb_puts(out, "[A-Za-z0-9!#$%&'*+/=?^_`{|}~-]+ (\".\" [A-Za-z0-9!#$%&'*+/=?^_`{|}~-]+)* \"@\" "
                               "([A-Za-z0-9] ([A-Za-z0-9-]{0,61} [A-Za-z0-9])? \".\")+ [A-Za-z] [A-Za-z0-9-]{0,61}");
         } else return failf(g, DS_EUNSUPPORTED, "format '%s' @@ is not supported", f);
-        ds_gtext_put(out, " \"\\\"\"");
+        ds_sb_puts(out, " \"\\\"\"");
         return 1;
     }
     if (mx >= 0 && mx < mn) return failf(g, DS_EUNSUPPORTED, "maxLength below minLength admits no string%s", "");
     if (!lengths) { put_prim(g, out, P_STRING, "string"); return 1; }
-    ds_gtext_put(out, "\"\\\"\" ");
+    ds_sb_puts(out, "\"\\\"\" ");
     put_prim(g, out, P_CHAR, "char");
     put_repeat(out, mn, mx);
-    ds_gtext_put(out, " \"\\\"\"");
+    ds_sb_puts(out, " \"\\\"\"");
     return 1;
 }
 
 /* --- arrays --- */
 
 static int gen_item_rule(gen *g, const json_t *s, const char *hint, char **rule) {
-    ds_gtext body = {0};
+    ds_sb body = {0};
     int ok = gen_value(g, s, &body);
     char item[80];
     snprintf(item, sizeof item, "%s-item", hint);
-    if (ok && body.p && !strpbrk(body.p, " ()\"[")) { /* a rule already: no wrapper */
+    if (ok && body.s && !strpbrk(body.s, " ()\"[")) { /* a rule already: no wrapper */
         if ((*rule = rule_name(g, "unused"))) {
             free(*rule);
-            *rule = g->names[g->n_names - 1] = strdup(body.p);
+            *rule = g->names[g->n_names - 1] = strdup(body.s);
             if (!*rule) ok = oom(g);
         }
     } else if (ok && (*rule = rule_name(g, item))) add_rule(g, *rule, &body);
-    ds_gtext_free(&body);
+    ds_sb_free(&body);
     return ok && *rule;
 }
 
-static int gen_array(gen *g, const json_t *s, const char *hint, ds_gtext *out) {
+static int gen_array(gen *g, const json_t *s, const char *hint, ds_sb *out) {
     const json_t *items = json_object_get(s, "items"), *prefix = json_object_get(s, "prefixItems");
     const json_t *tail = items;
     const char *prefix_key = "prefixItems";
@@ -846,7 +846,7 @@ static int gen_array(gen *g, const json_t *s, const char *hint, ds_gtext *out) {
     long k = prefix ? (long)json_array_size(prefix) : 0;
     if (json_is_false(tail)) mx = mx < 0 || mx > k ? k : mx;
     if (mx >= 0 && mn > mx) return failf(g, DS_EUNSUPPORTED, "minItems cannot be met (too few items allowed)%s", "");
-    if (mx == 0) { ds_gtext_put(out, "\"[\""); put_ws(g, out); ds_gtext_put(out, " \"]\""); return 1; }
+    if (mx == 0) { ds_sb_puts(out, "\"[\""); put_ws(g, out); ds_sb_puts(out, " \"]\""); return 1; }
     char *tail_rule = NULL;
     int tail_ok = !json_is_false(tail) && (mx < 0 || mx > k);
     if (tail_ok) {
@@ -856,40 +856,40 @@ static int gen_array(gen *g, const json_t *s, const char *hint, ds_gtext *out) {
         if (!ok) return 0;
     }
     long need = mn > 0 ? mn : 1; /* an empty array is the outer option */
-    ds_gtext c = {0};
+    ds_sb c = {0};
     int opened = 0;
     for (long i = 0; i < k && (mx < 0 || i < mx); i++) {
         size_t old = path_push(g, prefix_key);
         path_push_i(g, (size_t)i);
-        if (i >= need) { ds_gtext_put(&c, "("); opened++; }
+        if (i >= need) { ds_sb_puts(&c, "("); opened++; }
         if (i) put_sep(g, &c, "\",\"");
-        ds_gtext_put(&c, "(");
+        ds_sb_puts(&c, "(");
         int ok = gen_value(g, json_array_get(prefix, (size_t)i), &c);
-        ds_gtext_put(&c, ")");
+        ds_sb_puts(&c, ")");
         path_pop(g, old);
-        if (!ok) { ds_gtext_free(&c); return 0; }
+        if (!ok) { ds_sb_free(&c); return 0; }
     }
     if (tail_ok) {
         long tmin = need > k ? need - k : 0, tmax = mx < 0 ? -1 : mx - k;
         if (k == 0) { /* the first item has no comma before it */
-            ds_gtext_put(&c, tail_rule);
+            ds_sb_puts(&c, tail_rule);
             tmin = tmin ? tmin - 1 : 0, tmax = tmax < 0 ? -1 : tmax - 1;
         }
         if (tmax != 0) {
-            ds_gtext_put(&c, " (");
+            ds_sb_puts(&c, " (");
             put_sep(g, &c, "\",\"");
-            ds_gtext_printf(&c, "%s)", tail_rule);
+            ds_sb_printf(&c, "%s)", tail_rule);
             put_repeat(&c, tmin, tmax);
         }
     }
-    for (; opened; opened--) ds_gtext_put(&c, ")?");
-    ds_gtext_put(out, "\"[\"");
+    for (; opened; opened--) ds_sb_puts(&c, ")?");
+    ds_sb_puts(out, "\"[\"");
     put_ws(g, out);
-    ds_gtext_printf(out, mn > 0 ? " %s" : " (%s", c.p ? c.p : "\"\"");
+    ds_sb_printf(out, mn > 0 ? " %s" : " (%s", c.s ? c.s : "\"\"");
     put_ws(g, out);
-    ds_gtext_put(out, mn > 0 ? " \"]\"" : ")? \"]\"");
+    ds_sb_puts(out, mn > 0 ? " \"]\"" : ")? \"]\"");
     if (c.oom) out->oom = 1;
-    ds_gtext_free(&c);
+    ds_sb_free(&c);
     return 1;
 }
 
@@ -902,12 +902,12 @@ typedef struct { const char *key; const json_t *schema; int required; char *kv; 
 static char *gen_key_not_in(gen *g, const char **keys, int n, size_t depth) {
     char *rule = rule_name(g, "other-key");
     if (!rule) return NULL;
-    ds_gtext b = {0};
+    ds_sb b = {0};
     int terminal = 0, alts = 0;
     uint32_t *seen = malloc((size_t)(n ? n : 1) * sizeof *seen); /* first characters taken so far */
     int n_seen = 0;
     if (!seen) { oom(g); return NULL; }
-    ds_gtext_put(&b, "(");
+    ds_sb_puts(&b, "(");
     for (int i = 0; i < n; i++) {
         size_t len = strlen(keys[i]);
         if (len == depth) { terminal = 1; continue; }
@@ -920,7 +920,7 @@ static char *gen_key_not_in(gen *g, const char **keys, int n, size_t depth) {
         seen[n_seen++] = (uint32_t)cp;
         /* the keys that go on with this character */
         const char **sub = malloc((size_t)n * sizeof *sub);
-        if (!sub) { ds_gtext_free(&b); free(seen); oom(g); return NULL; }
+        if (!sub) { ds_sb_free(&b); free(seen); oom(g); return NULL; }
         int m = 0;
         for (int j = 0; j < n; j++) {
             size_t lj = strlen(keys[j]);
@@ -928,21 +928,21 @@ static char *gen_key_not_in(gen *g, const char **keys, int n, size_t depth) {
         }
         char *child = gen_key_not_in(g, sub, m, depth + (size_t)used);
         free(sub);
-        if (!child) { ds_gtext_free(&b); free(seen); return NULL; }
-        ds_gtext_put(&b, alts++ ? " | \"" : "\"");
+        if (!child) { ds_sb_free(&b); free(seen); return NULL; }
+        ds_sb_puts(&b, alts++ ? " | \"" : "\"");
         ds_gtext_lit_cp(&b, (uint32_t)cp);
-        ds_gtext_printf(&b, "\" %s", child);
+        ds_sb_printf(&b, "\" %s", child);
     }
-    ds_gtext_put(&b, alts++ ? " | [^\"\\\\\\x00-\\x1F" : "[^\"\\\\\\x00-\\x1F");
+    ds_sb_puts(&b, alts++ ? " | [^\"\\\\\\x00-\\x1F" : "[^\"\\\\\\x00-\\x1F");
     for (int j = 0; j < n_seen; j++) ds_gtext_class_cp(&b, seen[j]);
     free(seen);
-    ds_gtext_printf(&b, "] [^\"\\\\\\x00-\\x1F]*)%s", terminal ? "" : "?");
+    ds_sb_printf(&b, "] [^\"\\\\\\x00-\\x1F]*)%s", terminal ? "" : "?");
     add_rule(g, rule, &b);
-    ds_gtext_free(&b);
+    ds_sb_free(&b);
     return rule;
 }
 
-static int gen_object(gen *g, const json_t *s, const char *hint, ds_gtext *out) {
+static int gen_object(gen *g, const json_t *s, const char *hint, ds_sb *out) {
     const json_t *props = json_object_get(s, "properties"), *req = json_object_get(s, "required");
     const json_t *addl = json_object_get(s, "additionalProperties");
     if (props && !json_is_object(props)) return failf(g, DS_EINVAL, "'properties' must be an object%s", "");
@@ -993,22 +993,22 @@ static int gen_object(gen *g, const json_t *s, const char *hint, ds_gtext *out) 
     for (int i = 0; i < n && ok; i++) {
         size_t old = path_push(g, props && json_object_get(props, p[i].key) ? "properties" : "additionalProperties");
         if (props && json_object_get(props, p[i].key)) path_push(g, p[i].key);
-        ds_gtext kv = {0};
+        ds_sb kv = {0};
         put_json_string(&kv, p[i].key, strlen(p[i].key));
         put_sep(g, &kv, "\":\"");
         ok = gen_value(g, p[i].schema, &kv);
         path_pop(g, old);
         if (ok && (p[i].kv = rule_name(g, p[i].key))) add_rule(g, p[i].kv, &kv);
         else ok = 0;
-        ds_gtext_free(&kv);
+        ds_sb_free(&kv);
     }
     char *add_kv = NULL;
     if (ok && !json_is_false(addl)) {
-        ds_gtext kv = {0};
+        ds_sb kv = {0};
         if (n_names) {
             char *keyr = gen_key_not_in(g, names, n_names, 0);
             if (!keyr) ok = 0;
-            else ds_gtext_printf(&kv, "\"\\\"\" %s \"\\\"\"", keyr);
+            else ds_sb_printf(&kv, "\"\\\"\" %s \"\\\"\"", keyr);
         } else put_prim(g, &kv, P_STRING, "string");
         put_sep(g, &kv, "\":\"");
         size_t old = path_push(g, "additionalProperties");
@@ -1016,62 +1016,62 @@ static int gen_object(gen *g, const json_t *s, const char *hint, ds_gtext *out) 
         path_pop(g, old);
         if (ok && (add_kv = rule_name(g, "additional-kv"))) add_rule(g, add_kv, &kv);
         else ok = 0;
-        ds_gtext_free(&kv);
+        ds_sb_free(&kv);
     }
     if (!ok) goto out;
     /* rest-i: the properties from i on, after at least one was written */
-    ds_gtext tail = {0};
+    ds_sb tail = {0};
     if (add_kv) {
-        ds_gtext_put(&tail, "(");
+        ds_sb_puts(&tail, "(");
         put_sep(g, &tail, "\",\"");
-        ds_gtext_printf(&tail, "%s)*", add_kv);
+        ds_sb_printf(&tail, "%s)*", add_kv);
     }
     char **rest = calloc((size_t)n + 1, sizeof *rest);
-    if (!rest) { ds_gtext_free(&tail); ok = oom(g); goto out; }
+    if (!rest) { ds_sb_free(&tail); ok = oom(g); goto out; }
     for (int i = n - 1; i >= 1 && ok; i--) {
-        ds_gtext b = {0};
-        ds_gtext_put(&b, p[i].required ? "" : "(");
+        ds_sb b = {0};
+        ds_sb_puts(&b, p[i].required ? "" : "(");
         put_sep(g, &b, "\",\"");
-        ds_gtext_printf(&b, "%s%s", p[i].kv, p[i].required ? "" : ")?");
-        if (i + 1 < n) ds_gtext_printf(&b, " %s", rest[i + 1]);
-        else if (tail.p) ds_gtext_printf(&b, " %s", tail.p);
+        ds_sb_printf(&b, "%s%s", p[i].kv, p[i].required ? "" : ")?");
+        if (i + 1 < n) ds_sb_printf(&b, " %s", rest[i + 1]);
+        else if (tail.s) ds_sb_printf(&b, " %s", tail.s);
         if ((rest[i] = rule_name(g, "rest"))) add_rule(g, rest[i], &b);
         else ok = 0;
-        ds_gtext_free(&b);
+        ds_sb_free(&b);
     }
-    ds_gtext first = {0};
+    ds_sb first = {0};
     int alts = 0, all_optional = 1;
     for (int i = 0; i < n && ok; i++) {
-        ds_gtext_printf(&first, "%s%s", alts++ ? " | " : "", p[i].kv);
-        if (i + 1 < n) ds_gtext_printf(&first, " %s", rest[i + 1]);
-        else if (tail.p) ds_gtext_printf(&first, " %s", tail.p);
+        ds_sb_printf(&first, "%s%s", alts++ ? " | " : "", p[i].kv);
+        if (i + 1 < n) ds_sb_printf(&first, " %s", rest[i + 1]);
+        else if (tail.s) ds_sb_printf(&first, " %s", tail.s);
         if (p[i].required) { all_optional = 0; break; }
     }
-    if (all_optional && add_kv) ds_gtext_printf(&first, "%s%s%s%s", alts++ ? " | " : "", add_kv, tail.p ? " " : "", tail.p ? tail.p : "");
-    ds_gtext body = {0};
-    ds_gtext_put(&body, "\"{\"");
+    if (all_optional && add_kv) ds_sb_printf(&first, "%s%s%s%s", alts++ ? " | " : "", add_kv, tail.s ? " " : "", tail.s ? tail.s : "");
+    ds_sb body = {0};
+    ds_sb_puts(&body, "\"{\"");
     put_ws(g, &body);
     if (alts) {
-        ds_gtext_printf(&body, " (%s)", first.p);
+        ds_sb_printf(&body, " (%s)", first.s);
         put_ws(g, &body);
         if (all_optional) { /* the members and their trailing space are one option */
-            ds_gtext fixed = {0};
-            ds_gtext_put(&fixed, "\"{\"");
+            ds_sb fixed = {0};
+            ds_sb_puts(&fixed, "\"{\"");
             put_ws(g, &fixed);
-            ds_gtext_printf(&fixed, " ((%s)", first.p);
+            ds_sb_printf(&fixed, " ((%s)", first.s);
             put_ws(g, &fixed);
-            ds_gtext_put(&fixed, ")?");
-            ds_gtext_free(&body);
+            ds_sb_puts(&fixed, ")?");
+            ds_sb_free(&body);
             body = fixed;
         }
     }
-    ds_gtext_put(&body, " \"}\"");
+    ds_sb_puts(&body, " \"}\"");
     char *obj = ok ? rule_name(g, hint) : NULL;
-    if (obj) { add_rule(g, obj, &body); ds_gtext_put(out, obj); }
+    if (obj) { add_rule(g, obj, &body); ds_sb_puts(out, obj); }
     else ok = 0;
-    ds_gtext_free(&body);
-    ds_gtext_free(&first);
-    ds_gtext_free(&tail);
+    ds_sb_free(&body);
+    ds_sb_free(&first);
+    ds_sb_free(&tail);
     free(rest);
 out:
     free(p);
@@ -1086,12 +1086,12 @@ static const char *hint_of(gen *g) {
     return h && h[1] ? h + 1 : "top";
 }
 
-static int gen_type(gen *g, const json_t *s, unsigned t, ds_gtext *out) {
+static int gen_type(gen *g, const json_t *s, unsigned t, ds_sb *out) {
     char hint[64];
     snprintf(hint, sizeof hint, "%s", hint_of(g));
     switch (t) {
-    case T_NULL: ds_gtext_put(out, "\"null\""); return 1;
-    case T_BOOL: ds_gtext_put(out, "(\"true\" | \"false\")"); return 1;
+    case T_NULL: ds_sb_puts(out, "\"null\""); return 1;
+    case T_BOOL: ds_sb_puts(out, "(\"true\" | \"false\")"); return 1;
     case T_INT: return gen_integer(g, s, out);
     case T_NUM: return gen_number(g, s, out);
     case T_STR: return gen_string(g, s, out);
@@ -1100,12 +1100,12 @@ static int gen_type(gen *g, const json_t *s, unsigned t, ds_gtext *out) {
     }
 }
 
-static int gen_any(gen *g, ds_gtext *out) {
+static int gen_any(gen *g, ds_sb *out) {
     put_prim(g, out, P_VALUE, "value");
     return 1;
 }
 
-static int gen_value(gen *g, const json_t *s, ds_gtext *out) {
+static int gen_value(gen *g, const json_t *s, ds_sb *out) {
     if (json_is_true(s)) return gen_any(g, out);
     if (json_is_false(s)) return failf(g, DS_EUNSUPPORTED, "the schema false admits no value%s", "");
     if (!json_is_object(s)) return failf(g, DS_EINVAL, "a schema must be an object or a boolean%s", "");
@@ -1137,7 +1137,7 @@ static int gen_value(gen *g, const json_t *s, ds_gtext *out) {
             if (!(rest = keep(g, json_deep_copy(s)))) goto done;
             json_object_del(rest, kw);
         }
-        ds_gtext_put(out, "(");
+        ds_sb_puts(out, "(");
         ok = 1;
         for (size_t i = 0; i < json_array_size(l) && ok; i++) {
             size_t old = path_push(g, kw);
@@ -1147,11 +1147,11 @@ static int gen_value(gen *g, const json_t *s, ds_gtext *out) {
                 const json_t *f = flatten(g, br, 0);
                 br = f ? merge2(g, rest, f) : NULL;
             }
-            if (i) ds_gtext_put(out, " | ");
+            if (i) ds_sb_puts(out, " | ");
             ok = br && gen_value(g, br, out);
             path_pop(g, old);
         }
-        ds_gtext_put(out, ")");
+        ds_sb_puts(out, ")");
         goto done;
     }
     unsigned mask;
@@ -1165,47 +1165,47 @@ static int gen_value(gen *g, const json_t *s, ds_gtext *out) {
     if (mask == T_ANY && !has_constraints(s, NULL)) { ok = gen_any(g, out); goto done; }
     if ((mask & T_NUM) && (mask & T_INT)) mask &= ~(unsigned)T_INT; /* numbers include the integers */
     int n_types = __builtin_popcount(mask);
-    if (n_types > 1) ds_gtext_put(out, "(");
+    if (n_types > 1) ds_sb_puts(out, "(");
     ok = 1;
     for (unsigned t = 1, k = 0; t <= T_OBJ && ok; t <<= 1) {
         if (!(mask & t)) continue;
-        if (k++) ds_gtext_put(out, " | ");
+        if (k++) ds_sb_puts(out, " | ");
         ok = gen_type(g, s, t, out);
     }
-    if (n_types > 1) ds_gtext_put(out, ")");
+    if (n_types > 1) ds_sb_puts(out, ")");
 done:
     g->depth--;
     return ok;
 }
 
 static void put_primitives(gen *g) {
-    ds_gtext *r = &g->rules;
+    ds_sb *r = &g->rules;
     const char *n = g->name;
     if (g->prims & P_VALUE) g->prims |= P_STRING | P_NUMBER | (g->o->max_space ? P_WS : 0);
     if (g->prims & P_NUMBER) g->prims |= P_INT;
     if (g->prims & P_STRING) g->prims |= P_CHAR;
     if (g->prims & P_VALUE) {
         const char *w = ws(g);
-        ds_gtext_printf(r, "%s-value ::= %s-object | %s-array | %s-string | %s-number | \"true\" | \"false\" | \"null\"\n", n, n, n, n, n);
-        ds_gtext_printf(r, "%s-object ::= \"{\" %s (%s-string %s \":\" %s %s-value (%s \",\" %s %s-string %s \":\" %s %s-value)* %s)? \"}\"\n",
+        ds_sb_printf(r, "%s-value ::= %s-object | %s-array | %s-string | %s-number | \"true\" | \"false\" | \"null\"\n", n, n, n, n, n);
+        ds_sb_printf(r, "%s-object ::= \"{\" %s (%s-string %s \":\" %s %s-value (%s \",\" %s %s-string %s \":\" %s %s-value)* %s)? \"}\"\n",
                         n, w, n, w, w, n, w, w, n, w, w, n, w);
-        ds_gtext_printf(r, "%s-array ::= \"[\" %s (%s-value (%s \",\" %s %s-value)* %s)? \"]\"\n", n, w, n, w, w, n, w);
+        ds_sb_printf(r, "%s-array ::= \"[\" %s (%s-value (%s \",\" %s %s-value)* %s)? \"]\"\n", n, w, n, w, w, n, w);
     }
-    if (g->prims & P_STRING) ds_gtext_printf(r, "%s-string ::= \"\\\"\" %s-char* \"\\\"\"\n", n, n);
+    if (g->prims & P_STRING) ds_sb_printf(r, "%s-string ::= \"\\\"\" %s-char* \"\\\"\"\n", n, n);
     if (g->prims & P_CHAR)
         /* \u escapes of surrogates are left out: a pair is one character to a JSON reader, two here */
-        ds_gtext_printf(r, "%s-char ::= [^\"\\\\\\x00-\\x1F] | \"\\\\\" ([\"\\\\/bfnrt] | \"u\" "
+        ds_sb_printf(r, "%s-char ::= [^\"\\\\\\x00-\\x1F] | \"\\\\\" ([\"\\\\/bfnrt] | \"u\" "
                            "([0-9a-cA-CefEF] [0-9a-fA-F]{3} | [dD] [0-7] [0-9a-fA-F]{2}))\n", n);
     if (g->prims & P_NUMBER)
-        ds_gtext_printf(r, "%s-number ::= %s-int (\".\" [0-9]+)? ([eE] [-+]? [0-9]+)?\n", n, n);
-    if (g->prims & P_INT) ds_gtext_printf(r, "%s-int ::= \"-\"? (\"0\" | [1-9] [0-9]{0,%d})\n", n, INT_DIGITS - 1);
+        ds_sb_printf(r, "%s-number ::= %s-int (\".\" [0-9]+)? ([eE] [-+]? [0-9]+)?\n", n, n);
+    if (g->prims & P_INT) ds_sb_printf(r, "%s-int ::= \"-\"? (\"0\" | [1-9] [0-9]{0,%d})\n", n, INT_DIGITS - 1);
     if (g->prims & P_DATE)
-        ds_gtext_printf(r, "%s-date ::= [0-9]{4} \"-\" ((\"0\" [13578] | \"1\" [02]) \"-\" (\"0\" [1-9] | [12] [0-9] | \"3\" [01]) | "
+        ds_sb_printf(r, "%s-date ::= [0-9]{4} \"-\" ((\"0\" [13578] | \"1\" [02]) \"-\" (\"0\" [1-9] | [12] [0-9] | \"3\" [01]) | "
                            "(\"0\" [469] | \"11\") \"-\" (\"0\" [1-9] | [12] [0-9] | \"30\") | \"02-\" (\"0\" [1-9] | [12] [0-9]))\n", n);
     if (g->prims & P_TIME)
-        ds_gtext_printf(r, "%s-time ::= ([01] [0-9] | \"2\" [0-3]) \":\" [0-5] [0-9] \":\" [0-5] [0-9] (\".\" [0-9]{1,9})? "
+        ds_sb_printf(r, "%s-time ::= ([01] [0-9] | \"2\" [0-3]) \":\" [0-5] [0-9] \":\" [0-5] [0-9] (\".\" [0-9]{1,9})? "
                            "(\"Z\" | [+-] ([01] [0-9] | \"2\" [0-3]) \":\" [0-5] [0-9])\n", n);
-    if (g->prims & P_WS) ds_gtext_printf(r, "%s-ws ::= [ \\t\\n]{0,%d}\n", n, g->o->max_space);
+    if (g->prims & P_WS) ds_sb_printf(r, "%s-ws ::= [ \\t\\n]{0,%d}\n", n, g->o->max_space);
 }
 
 static int valid_name(const char *s) {
@@ -1227,24 +1227,24 @@ ds_status ds_json_schema_to_gbnf(const json_t *schema, const char *name, const d
     g.path[0] = 0;
     static const char *const PRIMS[] = {"value", "object", "array", "string", "char", "number", "int", "date", "time", "ws"};
     for (size_t i = 0; i < sizeof PRIMS / sizeof PRIMS[0]; i++) rule_name(&g, PRIMS[i]);
-    ds_gtext top = {0};
+    ds_sb top = {0};
     int ok = gen_value(&g, schema, &top);
-    ds_gtext out = {0};
+    ds_sb out = {0};
     if (ok) {
         put_primitives(&g);
-        ds_gtext_printf(&out, "%s ::= %s\n", name, top.p ? top.p : "\"\"");
-        if (g.rules.p) ds_gtext_put(&out, g.rules.p);
+        ds_sb_printf(&out, "%s ::= %s\n", name, top.s ? top.s : "\"\"");
+        if (g.rules.s) ds_sb_puts(&out, g.rules.s);
     }
     ds_status st = g.st;
     if (ok && (out.oom || g.rules.oom || top.oom)) st = ds_fail(e, DS_ENOMEM, "json_schema: out of memory");
-    ds_gtext_free(&top);
-    ds_gtext_free(&g.rules);
+    ds_sb_free(&top);
+    ds_sb_free(&g.rules);
     for (int i = 0; i < g.n_names; i++) free(g.names[i]);
     free(g.names);
     for (int i = 0; i < g.n_refs; i++) free(g.refs[i].ptr);
     free(g.refs);
     json_decref(g.owned);
-    if (!ok || st != DS_OK) { ds_gtext_free(&out); return st != DS_OK ? st : ds_fail(e, DS_EINVAL, "json_schema: failed"); }
-    *gbnf = out.p;
+    if (!ok || st != DS_OK) { ds_sb_free(&out); return st != DS_OK ? st : ds_fail(e, DS_EINVAL, "json_schema: failed"); }
+    *gbnf = out.s;
     return DS_OK;
 }

@@ -450,16 +450,16 @@ static int is_empty(const node *x) {
 
 static int single_cp(const node *x) { return x->kind == N_SET && x->set.n == 1 && x->set.r[0].lo == x->set.r[0].hi; }
 
-static void write_class(ds_gtext *t, const cset *s) {
-    ds_gtext_put(t, "[");
+static void write_class(ds_sb *t, const cset *s) {
+    ds_sb_puts(t, "[");
     for (int i = 0; i < s->n; i++) {
         ds_gtext_class_cp(t, s->r[i].lo);
         if (s->r[i].hi != s->r[i].lo) {
-            ds_gtext_put(t, "-");
+            ds_sb_puts(t, "-");
             ds_gtext_class_cp(t, s->r[i].hi);
         }
     }
-    ds_gtext_put(t, "]");
+    ds_sb_puts(t, "]");
 }
 
 static int in_set(const cset *s, uint32_t cp) {
@@ -467,12 +467,12 @@ static int in_set(const cset *s, uint32_t cp) {
     return 0;
 }
 
-static void write_set(ds_gtext *t, const cset *s, int json) {
+static void write_set(ds_sb *t, const cset *s, int json) {
     if (!json) {
         if (s->n == 1 && s->r[0].lo == s->r[0].hi) {
-            ds_gtext_put(t, "\"");
+            ds_sb_puts(t, "\"");
             ds_gtext_lit_cp(t, s->r[0].lo);
-            ds_gtext_put(t, "\"");
+            ds_sb_puts(t, "\"");
         } else write_class(t, s);
         return;
     }
@@ -493,36 +493,36 @@ static void write_set(ds_gtext *t, const cset *s, int json) {
     }
     if (dummy.oom) { t->oom = 1; free(plain.r); return; }
     int parts = 0;
-    ds_gtext body = {0};
+    ds_sb body = {0};
     if (plain.n) {
         if (plain.n == 1 && plain.r[0].lo == plain.r[0].hi) ds_gtext_json_cp(&body, plain.r[0].lo);
         else write_class(&body, &plain);
         parts++;
     }
     free(plain.r);
-    if (in_set(s, '"')) ds_gtext_put(&body, parts++ ? " | \"\\\\\\\"\"" : "\"\\\\\\\"\"");
-    if (in_set(s, '\\')) ds_gtext_put(&body, parts++ ? " | \"\\\\\\\\\"" : "\"\\\\\\\\\"");
+    if (in_set(s, '"')) ds_sb_puts(&body, parts++ ? " | \"\\\\\\\"\"" : "\"\\\\\\\"\"");
+    if (in_set(s, '\\')) ds_sb_puts(&body, parts++ ? " | \"\\\\\\\\\"" : "\"\\\\\\\\\"");
     int n_ctl = 0;
     for (uint32_t c = 0; c < 0x20; c++) n_ctl += in_set(s, c);
     if (n_ctl == 32) {
-        ds_gtext_put(&body, parts++ ? " | " : "");
-        ds_gtext_put(&body, "\"\\\\\" ([bfnrt] | \"u00\" [01] [0-9a-fA-F])");
+        ds_sb_puts(&body, parts++ ? " | " : "");
+        ds_sb_puts(&body, "\"\\\\\" ([bfnrt] | \"u00\" [01] [0-9a-fA-F])");
     } else {
         for (uint32_t c = 0; c < 0x20; c++) {
             if (!in_set(s, c)) continue;
-            ds_gtext_put(&body, parts++ ? " | " : "");
+            ds_sb_puts(&body, parts++ ? " | " : "");
             ds_gtext_json_cp(&body, c);
         }
     }
     if (body.oom) t->oom = 1;
-    if (parts > 1) ds_gtext_put(t, "(");
-    if (body.p) ds_gtext_put(t, body.p);
-    if (parts > 1) ds_gtext_put(t, ")");
-    ds_gtext_free(&body);
+    if (parts > 1) ds_sb_puts(t, "(");
+    if (body.s) ds_sb_puts(t, body.s);
+    if (parts > 1) ds_sb_puts(t, ")");
+    ds_sb_free(&body);
 }
 
-static void write_node(ds_gtext *t, const node *x, int json);
-static void write_group(ds_gtext *t, const node *x, int json);
+static void write_node(ds_sb *t, const node *x, int json);
+static void write_group(ds_sb *t, const node *x, int json);
 
 static int nullable(const node *x) {
     switch (x->kind) {
@@ -539,46 +539,46 @@ static int nullable(const node *x) {
 
 /* x without the empty string, as alternatives: for a sequence of parts that
  * may all be empty, "the first non-empty part is part i" for each i. */
-static void write_nonempty(ds_gtext *t, const node *x, int json) {
+static void write_nonempty(ds_sb *t, const node *x, int json) {
     if (!nullable(x)) { write_node(t, x, json); return; }
     if (x->kind == N_REP) { /* y{m,n} without the empty string: y'{1,n} */
-        if (nullable(x->kid[0])) { ds_gtext_put(t, "("); write_nonempty(t, x->kid[0], json); ds_gtext_put(t, ")"); }
+        if (nullable(x->kid[0])) { ds_sb_puts(t, "("); write_nonempty(t, x->kid[0], json); ds_sb_puts(t, ")"); }
         else write_group(t, x->kid[0], json);
-        if (x->max < 0) ds_gtext_put(t, "+");
-        else if (x->max > 1) ds_gtext_printf(t, "{1,%d}", x->max);
+        if (x->max < 0) ds_sb_puts(t, "+");
+        else if (x->max > 1) ds_sb_printf(t, "{1,%d}", x->max);
         return;
     }
     int k = 0;
-    ds_gtext_put(t, "(");
+    ds_sb_puts(t, "(");
     for (int i = 0; i < x->n_kid; i++) {
         const node *c = x->kid[i];
         if (is_empty(c)) continue;
-        if (k++) ds_gtext_put(t, " | ");
+        if (k++) ds_sb_puts(t, " | ");
         if (x->kind == N_ALT) { write_nonempty(t, c, json); continue; }
-        ds_gtext_put(t, "(");
+        ds_sb_puts(t, "(");
         write_nonempty(t, c, json);
-        ds_gtext_put(t, ")");
+        ds_sb_puts(t, ")");
         for (int j = i + 1; j < x->n_kid; j++) {
             if (is_empty(x->kid[j])) continue;
-            ds_gtext_put(t, " ");
+            ds_sb_puts(t, " ");
             write_group(t, x->kid[j], json);
         }
     }
-    if (!k) ds_gtext_put(t, "\"\"");
-    ds_gtext_put(t, ")");
+    if (!k) ds_sb_puts(t, "\"\"");
+    ds_sb_puts(t, ")");
 }
 
 /* x as one GBNF element that a quantifier may follow. */
-static void write_group(ds_gtext *t, const node *x, int json) {
+static void write_group(ds_sb *t, const node *x, int json) {
     int simple = x->kind == N_SET || (x->kind == N_SEQ && x->n_kid == 1 && x->kid[0]->kind == N_SET);
     if (x->kind == N_ALT && x->n_kid == 1) { write_group(t, x->kid[0], json); return; }
     if (simple) { write_node(t, x, json); return; }
-    ds_gtext_put(t, "(");
+    ds_sb_puts(t, "(");
     write_node(t, x, json);
-    ds_gtext_put(t, ")");
+    ds_sb_puts(t, ")");
 }
 
-static void write_node(ds_gtext *t, const node *x, int json) {
+static void write_node(ds_sb *t, const node *x, int json) {
     switch (x->kind) {
     case N_SET: write_set(t, &x->set, json); return;
     case N_SEQ: {
@@ -586,55 +586,55 @@ static void write_node(ds_gtext *t, const node *x, int json) {
         for (int i = 0; i < x->n_kid; i++) {
             const node *k = x->kid[i];
             if (is_empty(k)) continue;
-            if (any++) ds_gtext_put(t, " ");
+            if (any++) ds_sb_puts(t, " ");
             /* runs of single characters become one literal */
             if (single_cp(k) && (!json || ds_json_cp_plain(k->set.r[0].lo))) {
-                ds_gtext_put(t, "\"");
+                ds_sb_puts(t, "\"");
                 for (; i < x->n_kid && single_cp(x->kid[i]) && (!json || ds_json_cp_plain(x->kid[i]->set.r[0].lo)); i++) {
                     uint32_t cp = x->kid[i]->set.r[0].lo;
-                    if (json && (cp == '"' || cp == '\\')) ds_gtext_put(t, "\\\\");
+                    if (json && (cp == '"' || cp == '\\')) ds_sb_puts(t, "\\\\");
                     ds_gtext_lit_cp(t, cp);
                 }
                 i--;
-                ds_gtext_put(t, "\"");
+                ds_sb_puts(t, "\"");
                 continue;
             }
             if (k->kind == N_ALT && k->n_kid > 1) write_group(t, k, json);
             else write_node(t, k, json);
         }
-        if (!any) ds_gtext_put(t, "\"\"");
+        if (!any) ds_sb_puts(t, "\"\"");
         return;
     }
     case N_ALT: {
         int n_full = 0, has_empty = 0;
         for (int i = 0; i < x->n_kid; i++) is_empty(x->kid[i]) ? (has_empty = 1) : n_full++;
-        if (!n_full) { ds_gtext_put(t, "\"\""); return; }
-        if (has_empty || n_full > 1) ds_gtext_put(t, "(");
+        if (!n_full) { ds_sb_puts(t, "\"\""); return; }
+        if (has_empty || n_full > 1) ds_sb_puts(t, "(");
         int k = 0;
         for (int i = 0; i < x->n_kid; i++) {
             if (is_empty(x->kid[i])) continue;
-            if (k++) ds_gtext_put(t, " | ");
+            if (k++) ds_sb_puts(t, " | ");
             write_node(t, x->kid[i], json);
         }
-        if (has_empty || n_full > 1) ds_gtext_put(t, has_empty ? ")?" : ")");
+        if (has_empty || n_full > 1) ds_sb_puts(t, has_empty ? ")?" : ")");
         return;
     }
     case N_REP: {
-        if (is_empty(x)) { ds_gtext_put(t, "\"\""); return; }
+        if (is_empty(x)) { ds_sb_puts(t, "\"\""); return; }
         int mn = x->min;
         if (nullable(x->kid[0])) {
             /* (a?)* is (a)*: a repeated part that can match nothing would be left-recursive */
             mn = 0;
-            ds_gtext_put(t, "(");
+            ds_sb_puts(t, "(");
             write_nonempty(t, x->kid[0], json);
-            ds_gtext_put(t, ")");
+            ds_sb_puts(t, ")");
         } else write_group(t, x->kid[0], json);
-        if (mn == 0 && x->max == 1) ds_gtext_put(t, "?");
-        else if (mn == 0 && x->max < 0) ds_gtext_put(t, "*");
-        else if (mn == 1 && x->max < 0) ds_gtext_put(t, "+");
-        else if (x->max < 0) ds_gtext_printf(t, "{%d,}", mn);
-        else if (mn == x->max) { if (mn != 1) ds_gtext_printf(t, "{%d}", mn); }
-        else ds_gtext_printf(t, "{%d,%d}", mn, x->max);
+        if (mn == 0 && x->max == 1) ds_sb_puts(t, "?");
+        else if (mn == 0 && x->max < 0) ds_sb_puts(t, "*");
+        else if (mn == 1 && x->max < 0) ds_sb_puts(t, "+");
+        else if (x->max < 0) ds_sb_printf(t, "{%d,}", mn);
+        else if (mn == x->max) { if (mn != 1) ds_sb_printf(t, "{%d}", mn); }
+        else ds_sb_printf(t, "{%d,%d}", mn, x->max);
         return;
     }
     }
@@ -660,12 +660,12 @@ ds_status ds_regex_to_gbnf(const char *pattern, size_t len, const char *name, in
         node_free(root);
         return p.st != DS_OK ? p.st : ds_fail(e, DS_ENOMEM, "regex: out of memory");
     }
-    ds_gtext t = {0};
-    ds_gtext_printf(&t, "%s ::= ", name);
+    ds_sb t = {0};
+    ds_sb_printf(&t, "%s ::= ", name);
     write_node(&t, root, json_string);
-    ds_gtext_put(&t, "\n");
+    ds_sb_puts(&t, "\n");
     node_free(root);
-    if (t.oom) { ds_gtext_free(&t); return ds_fail(e, DS_ENOMEM, "regex: out of memory"); }
-    *gbnf = t.p;
+    if (t.oom) { ds_sb_free(&t); return ds_fail(e, DS_ENOMEM, "regex: out of memory"); }
+    *gbnf = t.s;
     return DS_OK;
 }

@@ -21,7 +21,7 @@
 #include <jansson.h>
 #include <stddef.h>
 
-#include "server/strbuf.h"
+#include "common/strbuf.h"
 
 typedef enum { DS_PART_CONTENT = 0, DS_PART_REASONING, DS_PART_TOOL_CALL } ds_part_kind;
 

@@ -33,7 +33,7 @@
 #include "server/openai_response.h"
 #include "server/sse.h"
 #include "server/stop_filter.h"
-#include "server/strbuf.h"
+#include "common/strbuf.h"
 #include "tokenizer/stream_decoder.h"
 
 #include <microhttpd.h>

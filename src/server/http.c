@@ -26,7 +26,7 @@
 #include "server/openai_request.h"
 #include "server/openai_response.h"
 #include "server/server_int.h"
-#include "server/strbuf.h"
+#include "common/strbuf.h"
 #include "tokenizer/default_chat_template.h"
 
 typedef struct {

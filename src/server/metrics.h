@@ -10,7 +10,7 @@
 #include <stdint.h>
 
 #include "engine/engine.h"
-#include "server/strbuf.h"
+#include "common/strbuf.h"
 
 #define DS_HIST_MAX_BUCKETS 20
 

@@ -16,7 +16,7 @@
 
 #include "common/status.h"
 #include "server/openai_request.h"
-#include "server/strbuf.h"
+#include "common/strbuf.h"
 
 /* GBNF text for o (malloc'd, NUL-terminated, in *gbnf, its length in *len). */
 ds_status ds_output_gbnf(const ds_oai_output *o, char **gbnf, size_t *len, ds_err *e);

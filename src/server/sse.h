@@ -4,7 +4,7 @@
 
 #include <jansson.h>
 
-#include "server/strbuf.h"
+#include "common/strbuf.h"
 
 /* "data: <json>\n\n" */
 void ds_sse_data(ds_sb *out, const json_t *obj);

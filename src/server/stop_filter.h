@@ -10,7 +10,7 @@
 
 #include <stddef.h>
 
-#include "server/strbuf.h"
+#include "common/strbuf.h"
 
 typedef void (*ds_text_fn)(void *user, const char *s, size_t n);
 

@@ -14,7 +14,7 @@
 #include "grammar/regex.h"
 #include "server/json_text.h"
 #include "server/output_grammar.h"
-#include "server/strbuf.h"
+#include "common/strbuf.h"
 
 ds_call_form ds_call_form_of_template(const char *src) {
     if (src && !strstr(src, "<function=") && strstr(src, "<tool_call>") && strstr(src, "\"name\"")) return DS_CALL_JSON;

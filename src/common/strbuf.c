@@ -1,5 +1,5 @@
 /* strbuf.c - see strbuf.h. */
-#include "server/strbuf.h"
+#include "common/strbuf.h"
 
 #include <stdarg.h>
 #include <stdio.h>

@@ -1,4 +1,4 @@
-/* strbuf.h - a growable byte string for the server (NUL-terminated, may hold NULs).
+/* strbuf.h - a growable byte string (NUL-terminated, may hold NULs).
  * Owned by whoever embeds it; ds_sb_free releases it. Appends never fail
  * silently: on allocation failure the buffer is marked broken (oom = 1). */
 #ifndef DS_STRBUF_H

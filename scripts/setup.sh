@@ -44,10 +44,23 @@ if [ ! -d "$ct_dir/node_modules" ]; then
     (cd "$ct_dir" && npm ci --no-audit --no-fund) || echo "setup: npm ci in tests/chat_template failed" >&2
 fi
 
-# The server tests' client (the official openai package), pinned by package-lock.json.
-# Without it only tests/cli/test_server.sh fails, so a failure here does not stop the build.
+# The server tests' clients (the official openai and @anthropic-ai/sdk packages, the Vercel AI SDK), pinned
+# by package-lock.json. Without them only the server's end-to-end tests fail, so a failure here does not stop
+# the build. A folder installed before a dependency was added is brought up to date.
+missing_npm() {   # 0 when a dependency of $1/package.json is not in $1/node_modules
+    node -e 'const d=require(process.argv[1]+"/package.json").dependencies;const fs=require("fs");
+             process.exit(Object.keys(d).some(k=>!fs.existsSync(process.argv[1]+"/node_modules/"+k))?0:1)' "$1"
+}
 srv_dir="$(cd "$(dirname "$0")/.." && pwd)/tests/server"
-if [ ! -d "$srv_dir/node_modules" ]; then
+if missing_npm "$srv_dir"; then
     echo "setup: installing npm packages in tests/server"
     (cd "$srv_dir" && npm ci --no-audit --no-fund) || echo "setup: npm ci in tests/server failed" >&2
+fi
+
+# A coding agent (Qwen Code) for the agent end-to-end test. Its lock file lacks the optional packages of
+# other platforms, which `npm ci` refuses; `npm install` follows the lock file all the same.
+agents_dir="$(cd "$(dirname "$0")/.." && pwd)/tests/agents"
+if missing_npm "$agents_dir"; then
+    echo "setup: installing npm packages in tests/agents"
+    (cd "$agents_dir" && npm install --no-audit --no-fund) || echo "setup: npm install in tests/agents failed" >&2
 fi

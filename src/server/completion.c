@@ -27,6 +27,7 @@
 #include <time.h>
 
 #include "grammar/grammar_filter.h"
+#include "server/answer_format.h"
 #include "server/chat_parser.h"
 #include "server/json_text.h"
 #include "server/output_grammar.h"
@@ -58,6 +59,7 @@ typedef struct {
     ds_sb think_tail;
     ds_sb content, reasoning;
     json_t *tool_calls;     /* non-streaming: collected calls */
+    json_t *raw_calls;      /* non-streaming, with an answer format: the calls as the parser gave them */
     json_t *lp;             /* logprob entries not yet sent (streaming) or all (non-streaming) */
     json_t *lp_tokens, *lp_token_lps, *lp_tops, *lp_offsets;  /* completions logprobs */
     size_t n_chars;         /* characters the decoder gave so far (before the stop filter) */
@@ -70,6 +72,9 @@ struct ds_completion {
     pthread_cond_t cv;
     int refs;
     ds_oai_request req;
+    const ds_answer_format *fmt;   /* NULL: OpenAI chat completions or completions */
+    ds_answer_ctx actx;            /* the format's view of the request */
+    json_t *api_body;              /* the API's own request body (answer_format.h) */
     int n;
     choice ch[DS_OAI_MAX_N];
     char id[48];
@@ -129,6 +134,7 @@ static void completion_free(ds_completion *c) {
         ds_sb_free(&h->content);
         ds_sb_free(&h->reasoning);
         json_decref(h->tool_calls);
+        json_decref(h->raw_calls);
         json_decref(h->lp);
         json_decref(h->lp_tokens);
         json_decref(h->lp_token_lps);
@@ -136,6 +142,8 @@ static void completion_free(ds_completion *c) {
         json_decref(h->lp_offsets);
     }
     ds_sb_free(&c->out);
+    if (c->fmt && c->fmt->release) c->fmt->release(&c->actx);
+    json_decref(c->api_body);
     ds_oai_request_free(&c->req);
     pthread_mutex_destroy(&c->mu);
     pthread_cond_destroy(&c->cv);
@@ -257,6 +265,19 @@ static void on_part(void *user, ds_part_kind kind, const char *text, size_t n, c
     choice *h = user;
     ds_completion *c = h->rq;
     char idbuf[48];
+    if (c->fmt) {
+        if (kind != DS_PART_TOOL_CALL && !n) return;
+        if (c->req.stream) {
+            c->fmt->stream_part(&c->actx, &c->out, kind, text, n, call);
+        } else if (kind == DS_PART_TOOL_CALL) {
+            if (!h->raw_calls) h->raw_calls = json_array();
+            json_array_append_new(h->raw_calls, json_deep_copy(call));
+        } else {
+            ds_sb_append(kind == DS_PART_REASONING ? &h->reasoning : &h->content, text, n);
+        }
+        if (kind == DS_PART_TOOL_CALL) h->n_calls++;
+        return;
+    }
     if (kind == DS_PART_TOOL_CALL) {
         ds_oai_call_id(idbuf, sizeof idbuf);
         json_t *tc = json_object();
@@ -368,6 +389,19 @@ static const char *finish_name(const choice *h) {
     return "stop";
 }
 
+/* how the choice ended, for an answer format */
+static ds_answer_end end_of(const ds_completion *c, const choice *h) {
+    ds_answer_end e = {.kind = DS_END_STOP};
+    if (h->reason == DS_FINISH_LENGTH && !h->stop_hit) e.kind = DS_END_LENGTH;
+    else if (h->n_calls) e.kind = DS_END_TOOL_CALLS;
+    else if (h->stop.hit && h->stop.which >= 0) {
+        e.kind = DS_END_STOP_STRING;
+        e.stop_string = c->req.stop[h->stop.which];
+        e.stop_len = c->req.stop_len[h->stop.which];
+    }
+    return e;
+}
+
 /* the choice's text ended: flush what was held back */
 static void end_text(ds_completion *c, choice *h) {
     const char *t;
@@ -379,7 +413,7 @@ static void end_text(ds_completion *c, choice *h) {
     }
     if (c->req.kind == DS_OAI_CHAT) ds_chat_parser_finish(&h->parser, on_part, h);
     h->done = 1;
-    if (c->req.stream && !c->failed) {
+    if (c->req.stream && !c->failed && !c->fmt) {   /* a format ends its stream once, with the usage (stream_tail) */
         json_t *d = c->req.kind == DS_OAI_CHAT ? json_object() : json_string("");
         emit_chunk(c, h, d, finish_name(h));
     }
@@ -639,7 +673,50 @@ static int request_grammar(ds_completion *c, ds_grammar **g, const char **trigge
     return rc;
 }
 
-ds_completion *ds_completion_start(ds_server *s, ds_oai_request *req, int fd, ds_http_error *err) {
+int ds_completion_prompt(ds_server *s, const ds_oai_request *r, ds_tokens *toks, int *opened_reasoning,
+                         ds_http_error *err) {
+    memset(err, 0, sizeof *err);
+    *toks = (ds_tokens){0};
+    if (opened_reasoning) *opened_reasoning = 0;
+    ds_err e = {0};
+    char *text = NULL;
+    size_t tl = 0;
+    const char *field = r->kind == DS_OAI_CHAT ? "messages" : "prompt";
+    if (r->kind == DS_OAI_CHAT) {
+        if (render_prompt(s, r, &text, &tl, err)) return -1;
+        if (opened_reasoning) *opened_reasoning = tl >= 8 && !memcmp(text + tl - 8, "<think>\n", 8);
+    } else if (r->prompt) {
+        text = malloc(r->prompt_len + 1);
+        if (!text) return http_fail(err, 500, "server_error", NULL, NULL, "out of memory");
+        memcpy(text, r->prompt, r->prompt_len + 1);
+        tl = r->prompt_len;
+    }
+    if (text) {
+        ds_status st = ds_tokenizer_encode(s->tok, text, tl, 1, toks, &e);
+        free(text);
+        if (st != DS_OK)
+            return http_fail(err, 400, "invalid_request_error", NULL, field, "the prompt could not be tokenized: %s", e.msg);
+    } else {
+        int V = ds_tokenizer_n_tokens(s->tok);
+        for (int i = 0; i < r->n_prompt_ids; i++)
+            if (r->prompt_ids[i] < 0 || r->prompt_ids[i] >= V)
+                return http_fail(err, 400, "invalid_request_error", NULL, "prompt",
+                                 "token id %d at index %d is outside the vocabulary", r->prompt_ids[i], i);
+        toks->ids = malloc((size_t)(r->n_prompt_ids ? r->n_prompt_ids : 1) * sizeof *toks->ids);
+        if (!toks->ids) return http_fail(err, 500, "server_error", NULL, NULL, "out of memory");
+        memcpy(toks->ids, r->prompt_ids, (size_t)r->n_prompt_ids * sizeof *toks->ids);
+        toks->n = (size_t)r->n_prompt_ids;
+    }
+    if (toks->n == 0) {
+        free(toks->ids);
+        toks->ids = NULL;
+        return http_fail(err, 400, "invalid_request_error", NULL, field, "the prompt is empty");
+    }
+    return 0;
+}
+
+ds_completion *ds_completion_start(ds_server *s, ds_oai_request *req, const ds_answer_format *fmt,
+                                   const json_t *api_body, int fd, ds_http_error *err) {
     memset(err, 0, sizeof *err);
     ds_completion *c = calloc(1, sizeof *c);
     if (!c) {
@@ -659,47 +736,29 @@ ds_completion *ds_completion_start(ds_server *s, ds_oai_request *req, int fd, ds
     pthread_mutex_init(&c->mu, NULL);
     pthread_cond_init(&c->cv, NULL);
     static _Atomic uint64_t seq;
-    snprintf(c->id, sizeof c->id, "%s-%llx%06llx", c->req.kind == DS_OAI_CHAT ? "chatcmpl" : "cmpl",
-             (unsigned long long)time(NULL), (unsigned long long)atomic_fetch_add(&seq, 1));
+    if (fmt) fmt->make_id(c->id, sizeof c->id);
+    else snprintf(c->id, sizeof c->id, "%s-%llx%06llx", c->req.kind == DS_OAI_CHAT ? "chatcmpl" : "cmpl",
+                  (unsigned long long)time(NULL), (unsigned long long)atomic_fetch_add(&seq, 1));
     ds_tokens toks = {0};
     ds_err e = {0};
-    char *text = NULL;
-    size_t tl = 0;
     ds_grammar *grammar = NULL;
-    if (c->req.kind == DS_OAI_CHAT) {
-        if (render_prompt(s, &c->req, &text, &tl, err)) goto fail;
-        c->start_in_reasoning = tl >= 8 && !memcmp(text + tl - 8, "<think>\n", 8);
-        c->parse_tools = c->req.tools && c->req.tool_choice != DS_TOOLS_NONE;
-    } else if (c->req.prompt) {
-        text = malloc(c->req.prompt_len + 1);
-        if (!text) { http_fail(err, 500, "server_error", NULL, NULL, "out of memory"); goto fail; }
-        memcpy(text, c->req.prompt, c->req.prompt_len + 1);
-        tl = c->req.prompt_len;
-    }
-    if (text) {
-        if (ds_tokenizer_encode(s->tok, text, tl, 1, &toks, &e) != DS_OK) {
-            http_fail(err, 400, "invalid_request_error", NULL, c->req.kind == DS_OAI_CHAT ? "messages" : "prompt",
-                      "the prompt could not be tokenized: %s", e.msg);
+    if (fmt) {
+        c->fmt = fmt;
+        c->api_body = api_body ? json_incref((json_t *)api_body) : NULL;
+        c->actx = (ds_answer_ctx){.id = c->id, .created = c->created, .model = s->model_name,
+                                  .fingerprint = s->fingerprint, .request = c->api_body};
+        if (c->n != 1) {
+            http_fail(err, 400, "invalid_request_error", NULL, "n", "this API answers with one choice");
             goto fail;
         }
-    } else {
-        int V = ds_tokenizer_n_tokens(s->tok);
-        for (int i = 0; i < c->req.n_prompt_ids; i++)
-            if (c->req.prompt_ids[i] >= V) {
-                http_fail(err, 400, "invalid_request_error", NULL, "prompt", "token id %d at index %d is outside the vocabulary",
-                          c->req.prompt_ids[i], i);
-                goto fail;
-            }
-        toks.ids = malloc((size_t)c->req.n_prompt_ids * sizeof *toks.ids);
-        if (!toks.ids) { http_fail(err, 500, "server_error", NULL, NULL, "out of memory"); goto fail; }
-        memcpy(toks.ids, c->req.prompt_ids, (size_t)c->req.n_prompt_ids * sizeof *toks.ids);
-        toks.n = (size_t)c->req.n_prompt_ids;
+        if (fmt->init && fmt->init(&c->actx)) {
+            c->fmt = NULL;   /* nothing to release */
+            http_fail(err, 500, "server_error", NULL, NULL, "out of memory");
+            goto fail;
+        }
     }
-    if (toks.n == 0) {
-        http_fail(err, 400, "invalid_request_error", NULL, c->req.kind == DS_OAI_CHAT ? "messages" : "prompt",
-                  "the prompt is empty");
-        goto fail;
-    }
+    if (ds_completion_prompt(s, &c->req, &toks, &c->start_in_reasoning, err)) goto fail;
+    c->parse_tools = c->req.kind == DS_OAI_CHAT && c->req.tools && c->req.tool_choice != DS_TOOLS_NONE;
     c->n_prompt = (int)toks.n;
     if (c->n_prompt >= s->ctx) {
         http_fail(err, 400, "invalid_request_error", "context_length_exceeded",
@@ -707,6 +766,9 @@ ds_completion *ds_completion_start(ds_server *s, ds_oai_request *req, int fd, ds
         goto fail;
     }
     c->max_tokens = c->req.max_tokens < 0 ? s->ctx - c->n_prompt : c->req.max_tokens;
+    /* Anthropic's clients ask for far more than a local context holds (Claude Code: 32000) and
+     * expect the server to cut, as its API does when the model's limit is lower */
+    if (c->req.clamp_max_tokens && c->n_prompt + c->max_tokens > s->ctx) c->max_tokens = s->ctx - c->n_prompt;
     if (c->n_prompt + c->max_tokens > s->ctx) {
         http_fail(err, 400, "invalid_request_error", "context_length_exceeded", "max_tokens",
                   "the prompt (%d tokens) + max_tokens (%d) exceeds the context of %d tokens", c->n_prompt,
@@ -743,8 +805,6 @@ ds_completion *ds_completion_start(ds_server *s, ds_oai_request *req, int fd, ds
         ds_grammar_unref(grammar);   /* the filters hold it */
         grammar = NULL;
     }
-    free(text);
-    text = NULL;
     uint64_t seed = c->req.seed_given ? 0 : fresh_seed();
     for (int i = 0; i < c->n; i++) {
         choice *h = &c->ch[i];
@@ -811,7 +871,21 @@ ds_completion *ds_completion_start(ds_server *s, ds_oai_request *req, int fd, ds
         ds_completion_release(c);
         return NULL;
     }
-    if (c->req.stream && c->req.kind == DS_OAI_CHAT) {   /* role chunks go first */
+    if (c->fmt) {
+        c->actx.prompt_tokens = c->n_prompt;
+        pthread_mutex_lock(&c->mu);
+        if (c->ch[0].q_n) c->actx.cached_tokens = c->ch[0].q[0].n_cached;
+        pthread_mutex_unlock(&c->mu);
+        if (c->ch[0].n_cached > c->actx.cached_tokens) c->actx.cached_tokens = c->ch[0].n_cached;
+        c->actx.prompt_opened_reasoning = c->start_in_reasoning;
+    }
+    if (c->req.stream && c->fmt) {   /* the format's opening events go first */
+        ds_sb pending = c->out;
+        c->out = (ds_sb){0};
+        c->fmt->stream_begin(&c->actx, &c->out);
+        if (pending.n) ds_sb_append(&c->out, pending.s, pending.n);
+        ds_sb_free(&pending);
+    } else if (c->req.stream && c->req.kind == DS_OAI_CHAT) {   /* role chunks go first */
         ds_sb pending = c->out;
         c->out = (ds_sb){0};
         for (int i = 0; i < c->n; i++) {
@@ -829,7 +903,6 @@ ds_completion *ds_completion_start(ds_server *s, ds_oai_request *req, int fd, ds
     }
     return c;
 fail:
-    free(text);
     free(toks.ids);
     ds_grammar_unref(grammar);
     for (int i = 0; i < c->n; i++) c->ch[i].done = 1;
@@ -854,7 +927,18 @@ char *ds_completion_wait_json(ds_completion *c, int *status) {
         settle(c, OUT_FAILED);
         char msg[320];
         snprintf(msg, sizeof msg, "the model failed: %s", c->fail_msg);
-        return ds_oai_error_json("server_error", NULL, NULL, msg);
+        return c->fmt ? c->fmt->error_body(500, "server_error", NULL, NULL, msg)
+                      : ds_oai_error_json("server_error", NULL, NULL, msg);
+    }
+    if (c->fmt) {
+        choice *h = &c->ch[0];
+        ds_answer_result r = {.content = h->content.s ? h->content.s : "", .n_content = h->content.n,
+                              .reasoning = h->reasoning.s ? h->reasoning.s : "", .n_reasoning = h->reasoning.n,
+                              .tool_calls = h->raw_calls, .end = end_of(c, h), .usage = usage_of(c)};
+        settle(c, OUT_DONE);
+        char *s = c->fmt->body(&c->actx, &r);
+        *status = s ? 200 : 500;
+        return s ? s : c->fmt->error_body(500, "server_error", NULL, NULL, "out of memory");
     }
     json_t *arr;
     int chat = c->req.kind == DS_OAI_CHAT;
@@ -888,6 +972,21 @@ char *ds_completion_wait_json(ds_completion *c, int *status) {
 /* --- streaming --- */
 
 static void stream_tail(ds_completion *c) {
+    if (c->fmt) {
+        if (c->failed) {
+            settle(c, OUT_FAILED);
+            char msg[320];
+            snprintf(msg, sizeof msg, "the model failed: %s", c->fail_msg);
+            c->fmt->stream_fail(&c->actx, &c->out, msg);
+        } else {
+            ds_answer_end end = end_of(c, &c->ch[0]);
+            ds_oai_usage u = usage_of(c);
+            settle(c, OUT_DONE);
+            c->fmt->stream_end(&c->actx, &c->out, &end, &u);
+        }
+        c->stream_ended = 1;
+        return;
+    }
     if (c->failed) {
         settle(c, OUT_FAILED);
         char msg[320];

@@ -16,10 +16,13 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include <jansson.h>
+
 #include "server/openai_request.h"
 #include "server/server_int.h"
 
 typedef struct ds_completion ds_completion;
+struct ds_answer_format;
 
 typedef struct {
     int status;        /* HTTP status (0: the client went away) */
@@ -30,9 +33,18 @@ typedef struct {
     char message[512];
 } ds_http_error;
 
-/* Takes over *req (left zeroed). fd: the client's socket (to notice a
- * disconnect while waiting). Returns NULL with err filled on failure. */
-ds_completion *ds_completion_start(ds_server *srv, ds_oai_request *req, int fd, ds_http_error *err);
+/* Takes over *req (left zeroed). fmt: how the answer is written (answer_format.h), NULL for
+ * OpenAI's chat completions and completions; api_body: the API's own request body, which the
+ * format may read (a reference is taken). fd: the client's socket (to notice a disconnect while
+ * waiting). Returns NULL with err filled on failure. */
+ds_completion *ds_completion_start(ds_server *srv, ds_oai_request *req, const struct ds_answer_format *fmt,
+                                   const json_t *api_body, int fd, ds_http_error *err);
+/* The exact tokens a request runs: its chat template rendered (chat) or its prompt, tokenized;
+ * *opened_reasoning (may be NULL) says whether the prompt ends inside a reasoning part. What
+ * ds_completion_start submits, for the render and token-count endpoints. Returns 0, or -1 with
+ * err filled (toks empty); the caller frees toks->ids. */
+int ds_completion_prompt(ds_server *srv, const ds_oai_request *req, ds_tokens *toks, int *opened_reasoning,
+                         ds_http_error *err);
 int ds_completion_is_stream(const ds_completion *c);
 /* Non-streaming: waits for the end; returns the body (caller frees) and the status in *status. */
 char *ds_completion_wait_json(ds_completion *c, int *status);

@@ -4,9 +4,15 @@
  *
  * Routes:
  *   POST /v1/chat/completions, POST /v1/completions   (completion.c)
+ *   POST /v1/responses                                (responses_api.c, through completion.c)
+ *   POST /v1/messages, POST /v1/messages/count_tokens (messages_api.c, through completion.c)
+ *   POST /tokenize, POST /detokenize,
+ *   POST /v1/chat/completions/render, POST /v1/completions/render  (token_api.c)
  *   GET  /v1/models, GET /v1/models/{id}, GET /health, GET /metrics
- * Every /v1/ route needs "Authorization: Bearer KEY" when --api-key is set;
- * /health and /metrics do not (probes and scrapers). */
+ * Every route but /health and /metrics (probes and scrapers) needs the key
+ * when --api-key is set: "Authorization: Bearer KEY", or "x-api-key: KEY" as
+ * Anthropic's clients send it. Errors on the Messages routes are in
+ * Anthropic's shape, all others in OpenAI's. */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <microhttpd.h>
@@ -20,12 +26,16 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "server/answer_format.h"
 #include "server/completion.h"
 #include "server/conn_guard.h"
 #include "server/json_text.h"
+#include "server/messages_api.h"
 #include "server/openai_request.h"
 #include "server/openai_response.h"
+#include "server/responses_api.h"
 #include "server/server_int.h"
+#include "server/token_api.h"
 #include "common/strbuf.h"
 #include "tokenizer/default_chat_template.h"
 
@@ -77,16 +87,17 @@ static ds_error_kind kind_of_status(int status) {
 
 /* completion: the error ends a completion request, which counts it as
  * rejected (refused before generating) or failed (a 5xx other than 503), so
- * that the started counter always equals the sum of the outcomes. */
-static enum MHD_Result send_error_kind(ds_server *s, struct MHD_Connection *conn, int completion, int status,
-                                       ds_error_kind k, const char *type, const char *code, const char *param,
-                                       const char *msg) {
+ * that the started counter always equals the sum of the outcomes. fmt: the
+ * API whose error shape the body takes (NULL: OpenAI's). */
+static enum MHD_Result send_error_kind(ds_server *s, struct MHD_Connection *conn, const ds_answer_format *fmt,
+                                       int completion, int status, ds_error_kind k, const char *type,
+                                       const char *code, const char *param, const char *msg) {
     ds_metrics_error(&s->metrics, k);
     if (completion) {
         if (status >= 500 && status != 503) ds_metrics_failed(&s->metrics);
         else ds_metrics_rejected(&s->metrics);
     }
-    char *body = ds_oai_error_json(type, code, param, msg);
+    char *body = fmt ? fmt->error_body(status, type, code, param, msg) : ds_oai_error_json(type, code, param, msg);
     if (!body) return MHD_NO;
     return send_text(conn, status, "application/json", body, strlen(body), status == 429 || status == 503 ? "1" : NULL);
 }
@@ -94,7 +105,13 @@ static enum MHD_Result send_error_kind(ds_server *s, struct MHD_Connection *conn
 /* type and code in OpenAI's vocabulary (ds_oai_error_obj); code may be NULL */
 static enum MHD_Result send_error(ds_server *s, struct MHD_Connection *conn, int completion, int status,
                                   const char *type, const char *code, const char *param, const char *msg) {
-    return send_error_kind(s, conn, completion, status, kind_of_status(status), type, code, param, msg);
+    return send_error_kind(s, conn, NULL, completion, status, kind_of_status(status), type, code, param, msg);
+}
+
+static enum MHD_Result send_error_in(ds_server *s, struct MHD_Connection *conn, const ds_answer_format *fmt,
+                                     int completion, int status, const char *type, const char *code,
+                                     const char *param, const char *msg) {
+    return send_error_kind(s, conn, fmt, completion, status, kind_of_status(status), type, code, param, msg);
 }
 
 /* --- checks --- */
@@ -102,8 +119,12 @@ static enum MHD_Result send_error(ds_server *s, struct MHD_Connection *conn, int
 static int key_ok(const ds_server *s, struct MHD_Connection *conn) {
     if (!s->cfg.api_key) return 1;
     const char *h = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Authorization");
-    if (!h || strncmp(h, "Bearer ", 7)) return 0;
-    const char *got = h + 7, *want = s->cfg.api_key;
+    const char *x = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "x-api-key");
+    const char *got;
+    if (h && !strncmp(h, "Bearer ", 7)) got = h + 7;
+    else if (x) got = x;
+    else return 0;
+    const char *want = s->cfg.api_key;
     size_t gl = strlen(got), wl = strlen(want);
     unsigned diff = (unsigned)(gl ^ wl);
     for (size_t i = 0; i < wl; i++) diff |= (unsigned char)want[i] ^ (unsigned char)(i < gl ? got[i] : 0);
@@ -163,23 +184,21 @@ static enum MHD_Result route_metrics(ds_server *s, struct MHD_Connection *conn) 
     return send_text(conn, 200, "text/plain; version=0.0.4", out.s, out.n, NULL);
 }
 
-static enum MHD_Result route_completion(ds_server *s, struct MHD_Connection *conn, conn_ctx *cc, ds_oai_kind kind) {
-    ds_oai_request req;
-    ds_oai_error perr;
-    if (ds_oai_request_parse(cc->body.s ? cc->body.s : "", cc->body.n, kind, &req, &perr))
-        return send_error(s, conn, 1, 400, "invalid_request_error", perr.code, perr.param, perr.message);
-    if (req.model && strcmp(req.model, s->model_name)) {
+/* Runs a parsed request (taken over) and answers: the body, or the stream. fmt as ds_completion_start. */
+static enum MHD_Result run_completion(ds_server *s, struct MHD_Connection *conn, ds_oai_request *req,
+                                      const ds_answer_format *fmt, const json_t *api_body) {
+    if (req->model && strcmp(req->model, s->model_name)) {
         char msg[480];
-        model_missing_message(s, req.model, msg, sizeof msg);
-        ds_oai_request_free(&req);
-        return send_error(s, conn, 1, 404, "invalid_request_error", "model_not_found", "model", msg);
+        model_missing_message(s, req->model, msg, sizeof msg);
+        ds_oai_request_free(req);
+        return send_error_in(s, conn, fmt, 1, 404, "invalid_request_error", "model_not_found", "model", msg);
     }
     const union MHD_ConnectionInfo *ci = MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CONNECTION_FD);
     ds_http_error herr = {0};
-    ds_completion *c = ds_completion_start(s, &req, ci ? ci->connect_fd : -1, &herr);
+    ds_completion *c = ds_completion_start(s, req, fmt, api_body, ci ? ci->connect_fd : -1, &herr);
     if (!c) {
         if (herr.status == 0) return MHD_NO;   /* the client went away (counted as an abort) */
-        return send_error_kind(s, conn, 1, herr.status, herr.engine ? DS_ERRK_ENGINE : kind_of_status(herr.status),
+        return send_error_kind(s, conn, fmt, 1, herr.status, herr.engine ? DS_ERRK_ENGINE : kind_of_status(herr.status),
                                herr.type, herr.code, herr.param, herr.message);
     }
     enum MHD_Result ok;
@@ -201,6 +220,81 @@ static enum MHD_Result route_completion(ds_server *s, struct MHD_Connection *con
     char *body = ds_completion_wait_json(c, &status);
     ds_completion_release(c);
     if (!body) return MHD_NO;      /* client gone */
+    return send_json(conn, status, body);
+}
+
+static enum MHD_Result route_completion(ds_server *s, struct MHD_Connection *conn, conn_ctx *cc, ds_oai_kind kind) {
+    ds_oai_request req;
+    ds_oai_error perr;
+    if (ds_oai_request_parse(cc->body.s ? cc->body.s : "", cc->body.n, kind, &req, &perr))
+        return send_error(s, conn, 1, 400, "invalid_request_error", perr.code, perr.param, perr.message);
+    return run_completion(s, conn, &req, NULL, NULL);
+}
+
+/* The request body as JSON, or NULL after a 400 in fmt's shape. */
+static json_t *body_json(ds_server *s, struct MHD_Connection *conn, conn_ctx *cc, const ds_answer_format *fmt,
+                         int completion, enum MHD_Result *sent) {
+    char msg[400], full[480];
+    json_t *root = ds_json_parse(cc->body.s ? cc->body.s : "", cc->body.n, msg, sizeof msg);
+    if (root && json_is_object(root)) return root;
+    json_decref(root);
+    snprintf(full, sizeof full, root ? "the request body must be a JSON object" : "the request body is %s", msg);
+    *sent = send_error_in(s, conn, fmt, completion, 400, "invalid_request_error", NULL, NULL, full);
+    return NULL;
+}
+
+/* POST /v1/responses, POST /v1/messages: the API's request becomes a chat request; its format writes the answer */
+static enum MHD_Result route_api(ds_server *s, struct MHD_Connection *conn, conn_ctx *cc, const ds_answer_format *fmt) {
+    enum MHD_Result sent = MHD_NO;
+    json_t *root = body_json(s, conn, cc, fmt, 1, &sent);
+    if (!root) return sent;
+    ds_oai_request req;
+    ds_oai_error perr;
+    int rc = fmt == &ds_messages_format ? ds_messages_parse(root, 0, &req, &perr) : ds_responses_parse(root, &req, &perr);
+    if (rc) {
+        json_decref(root);
+        return send_error_in(s, conn, fmt, 1, 400, "invalid_request_error", perr.code, perr.param, perr.message);
+    }
+    sent = run_completion(s, conn, &req, fmt, root);
+    json_decref(root);
+    return sent;
+}
+
+/* POST /v1/messages/count_tokens: {"input_tokens": N}, the tokens /v1/messages would run */
+static enum MHD_Result route_count_tokens(ds_server *s, struct MHD_Connection *conn, conn_ctx *cc) {
+    const ds_answer_format *fmt = &ds_messages_format;
+    enum MHD_Result sent = MHD_NO;
+    json_t *root = body_json(s, conn, cc, fmt, 0, &sent);
+    if (!root) return sent;
+    ds_oai_request req;
+    ds_oai_error perr;
+    int rc = ds_messages_parse(root, 1, &req, &perr);
+    json_decref(root);
+    if (rc) return send_error_in(s, conn, fmt, 0, 400, "invalid_request_error", perr.code, perr.param, perr.message);
+    if (req.model && strcmp(req.model, s->model_name)) {
+        char msg[480];
+        model_missing_message(s, req.model, msg, sizeof msg);
+        ds_oai_request_free(&req);
+        return send_error_in(s, conn, fmt, 0, 404, "invalid_request_error", "model_not_found", "model", msg);
+    }
+    ds_tokens toks;
+    ds_http_error herr;
+    rc = ds_completion_prompt(s, &req, &toks, NULL, &herr);
+    ds_oai_request_free(&req);
+    if (rc) return send_error_in(s, conn, fmt, 0, herr.status, herr.type, herr.code, herr.param, herr.message);
+    free(toks.ids);
+    json_t *o = json_object();
+    json_object_set_new(o, "input_tokens", json_integer((json_int_t)toks.n));
+    char *body = ds_json_dump(o);
+    json_decref(o);
+    return send_json(conn, 200, body);
+}
+
+static enum MHD_Result route_tokens(ds_server *s, struct MHD_Connection *conn, conn_ctx *cc, ds_token_route which) {
+    char *body = NULL;
+    int status = ds_token_api_answer(s, which, cc->body.s ? cc->body.s : "", cc->body.n, &body);
+    if (!body) return MHD_NO;
+    if (status >= 400) ds_metrics_error(&s->metrics, kind_of_status(status));
     return send_json(conn, status, body);
 }
 
@@ -240,37 +334,61 @@ static enum MHD_Result handler(void *cls, struct MHD_Connection *conn, const cha
         return route_metrics(s, conn);
     }
     static const char MODEL_PREFIX[] = "/v1/models/";
-    int chat = !strcmp(url, "/v1/chat/completions"), cmpl = !strcmp(url, "/v1/completions");
-    int one_model = !strncmp(url, MODEL_PREFIX, sizeof MODEL_PREFIX - 1) && url[sizeof MODEL_PREFIX - 1];
-    int models = !strcmp(url, "/v1/models") || one_model, completion = chat || cmpl;
-    if (!chat && !cmpl && !models) {
+    typedef enum { RT_CHAT, RT_COMPLETIONS, RT_RESPONSES, RT_MESSAGES, RT_COUNT_TOKENS, RT_TOKENIZE, RT_DETOKENIZE,
+                   RT_RENDER_CHAT, RT_RENDER_COMPLETIONS, RT_MODELS, RT_MODEL, RT_NONE } route;
+    static const struct { const char *path; route r; } ROUTES[] = {
+        {"/v1/chat/completions", RT_CHAT},          {"/v1/completions", RT_COMPLETIONS},
+        {"/v1/responses", RT_RESPONSES},            {"/v1/messages", RT_MESSAGES},
+        {"/v1/messages/count_tokens", RT_COUNT_TOKENS}, {"/tokenize", RT_TOKENIZE},
+        {"/detokenize", RT_DETOKENIZE},             {"/v1/chat/completions/render", RT_RENDER_CHAT},
+        {"/v1/completions/render", RT_RENDER_COMPLETIONS}, {"/v1/models", RT_MODELS},
+    };
+    route rt = RT_NONE;
+    for (size_t i = 0; i < sizeof ROUTES / sizeof ROUTES[0]; i++)
+        if (!strcmp(url, ROUTES[i].path)) rt = ROUTES[i].r;
+    if (rt == RT_NONE && !strncmp(url, MODEL_PREFIX, sizeof MODEL_PREFIX - 1) && url[sizeof MODEL_PREFIX - 1]) rt = RT_MODEL;
+    if (rt == RT_NONE) {
         /* OpenAI's answer to an unknown URL: invalid_request_error without a code */
         char msg[200];
         snprintf(msg, sizeof msg, "no such route: %.16s %.150s", method, url);
         return send_error(s, conn, 0, 404, "invalid_request_error", NULL, NULL, msg);
     }
+    int completion = rt == RT_CHAT || rt == RT_COMPLETIONS || rt == RT_RESPONSES || rt == RT_MESSAGES;
+    const ds_answer_format *fmt = rt == RT_MESSAGES || rt == RT_COUNT_TOKENS ? &ds_messages_format : NULL;
     if (completion) ds_metrics_started(&s->metrics);
     if (cc->over)
-        return send_error(s, conn, completion, 503, "server_error", "server_overloaded", NULL,
-                          "every connection the server keeps (--max-connections) has a request running; retry later");
+        return send_error_in(s, conn, fmt, completion, 503, "server_error", "server_overloaded", NULL,
+                             "every connection the server keeps (--max-connections) has a request running; retry later");
     if (!key_ok(s, conn))
-        return send_error(s, conn, completion, 401, "authentication_error", "invalid_api_key", NULL,
-                          "a valid API key is required (Authorization: Bearer KEY)");
+        return send_error_in(s, conn, fmt, completion, 401, "authentication_error", "invalid_api_key", NULL,
+                             "a valid API key is required (Authorization: Bearer KEY, or x-api-key: KEY)");
     if (cc->too_large) {
         char msg[128];
         snprintf(msg, sizeof msg, "the request body is larger than %zu bytes", s->cfg.max_body_bytes);
-        return send_error(s, conn, completion, 413, "invalid_request_error", "body_too_large", NULL, msg);
+        return send_error_in(s, conn, fmt, completion, 413, "invalid_request_error", "body_too_large", NULL, msg);
     }
     if (!atomic_load(&s->ready) || atomic_load(&s->draining))
-        return send_error(s, conn, completion, 503, "server_error",
-                          atomic_load(&s->draining) ? "server_shutting_down" : "model_loading", NULL,
-                          atomic_load(&s->draining) ? "the server is shutting down" : "the model is loading");
-    if (models) {
+        return send_error_in(s, conn, fmt, completion, 503, "server_error",
+                             atomic_load(&s->draining) ? "server_shutting_down" : "model_loading", NULL,
+                             atomic_load(&s->draining) ? "the server is shutting down" : "the model is loading");
+    if (rt == RT_MODELS || rt == RT_MODEL) {
         if (!get) return send_error(s, conn, 0, 405, "invalid_request_error", "method_not_allowed", NULL, "use GET");
-        return one_model ? route_model(s, conn, url + sizeof MODEL_PREFIX - 1) : route_models(s, conn);
+        return rt == RT_MODEL ? route_model(s, conn, url + sizeof MODEL_PREFIX - 1) : route_models(s, conn);
     }
-    if (!post) return send_error(s, conn, 1, 405, "invalid_request_error", "method_not_allowed", NULL, "use POST");
-    return route_completion(s, conn, cc, chat ? DS_OAI_CHAT : DS_OAI_COMPLETION);
+    if (!post)
+        return send_error_in(s, conn, fmt, completion, 405, "invalid_request_error", "method_not_allowed", NULL, "use POST");
+    switch (rt) {
+    case RT_CHAT: return route_completion(s, conn, cc, DS_OAI_CHAT);
+    case RT_COMPLETIONS: return route_completion(s, conn, cc, DS_OAI_COMPLETION);
+    case RT_RESPONSES: return route_api(s, conn, cc, &ds_responses_format);
+    case RT_MESSAGES: return route_api(s, conn, cc, &ds_messages_format);
+    case RT_COUNT_TOKENS: return route_count_tokens(s, conn, cc);
+    case RT_TOKENIZE: return route_tokens(s, conn, cc, DS_TOKEN_TOKENIZE);
+    case RT_DETOKENIZE: return route_tokens(s, conn, cc, DS_TOKEN_DETOKENIZE);
+    case RT_RENDER_CHAT: return route_tokens(s, conn, cc, DS_TOKEN_RENDER_CHAT);
+    case RT_RENDER_COMPLETIONS: return route_tokens(s, conn, cc, DS_TOKEN_RENDER_COMPLETION);
+    default: return MHD_NO;
+    }
 }
 
 static void completed(void *cls, struct MHD_Connection *conn, void **con_cls, enum MHD_RequestTerminationCode toe) {

@@ -545,13 +545,21 @@ static int parse_common(const json_t *root, ds_oai_request *r, ds_oai_error *err
 int ds_oai_request_parse(const char *body, size_t len, ds_oai_kind kind, ds_oai_request *r, ds_oai_error *err) {
     memset(r, 0, sizeof *r);
     memset(err, 0, sizeof *err);
+    char msg[400];
+    json_t *root = ds_json_parse(body, len, msg, sizeof msg);
+    if (!root) return fail(err, "", "the request body is %s", msg);
+    int rc = ds_oai_request_parse_json(root, kind, r, err);
+    json_decref(root);
+    return rc;
+}
+
+int ds_oai_request_parse_json(const json_t *root, ds_oai_kind kind, ds_oai_request *r, ds_oai_error *err) {
+    memset(r, 0, sizeof *r);
+    memset(err, 0, sizeof *err);
     r->kind = kind;
     r->thinking = -1;
     r->parallel_tool_calls = 1;
     ds_sampling_defaults(&r->sampling);
-    char msg[400];
-    json_t *root = ds_json_parse(body, len, msg, sizeof msg);
-    if (!root) return fail(err, "", "the request body is %s", msg);
     int rc = -1;
     if (!json_is_object(root)) {
         fail(err, "", "the request body must be a JSON object");
@@ -623,7 +631,6 @@ int ds_oai_request_parse(const char *body, size_t len, ds_oai_kind kind, ds_oai_
     }
     rc = 0;
 out:
-    json_decref(root);
     if (rc) ds_oai_request_free(r);
     return rc;
 }

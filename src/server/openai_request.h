@@ -78,6 +78,7 @@ typedef struct {
     ds_oai_output output;        /* the constraint on the answer (kind DS_OUT_NONE: none) */
     int parallel_tool_calls;     /* 0: at most one tool call per choice (parallel_tool_calls: false) */
     int thinking;                /* reasoning_effort: -1 not given, 0 "none", 1 a level (enable_thinking) */
+    int clamp_max_tokens;        /* a max_tokens past the context is cut to it rather than refused (Anthropic's clients) */
 } ds_oai_request;
 
 typedef struct {
@@ -88,6 +89,9 @@ typedef struct {
 
 /* Returns 0, or -1 with err filled (always a 400) and *out left empty. */
 int ds_oai_request_parse(const char *body, size_t len, ds_oai_kind kind, ds_oai_request *out, ds_oai_error *err);
+/* The same from a parsed body (not taken over): the Responses and Messages APIs translate their
+ * requests into a chat completions body and parse that. */
+int ds_oai_request_parse_json(const json_t *root, ds_oai_kind kind, ds_oai_request *out, ds_oai_error *err);
 void ds_oai_request_free(ds_oai_request *r);
 
 /* The chat template's render context for a parsed chat request: messages,

@@ -15,6 +15,13 @@ void ds_sse_data(ds_sb *out, const json_t *obj) {
     free(s);
 }
 
+void ds_sse_event(ds_sb *out, const char *name, const json_t *obj) {
+    ds_sb_puts(out, "event: ");
+    ds_sb_puts(out, name);
+    ds_sb_puts(out, "\n");
+    ds_sse_data(out, obj);
+}
+
 void ds_sse_done(ds_sb *out) { ds_sb_puts(out, "data: [DONE]\n\n"); }
 
 void ds_sse_error(ds_sb *out, const char *type, const char *code, const char *message) {

@@ -8,6 +8,8 @@
 
 /* "data: <json>\n\n" */
 void ds_sse_data(ds_sb *out, const json_t *obj);
+/* "event: NAME\ndata: <json>\n\n": the named events of the Responses and Messages streams */
+void ds_sse_event(ds_sb *out, const char *name, const json_t *obj);
 /* "data: [DONE]\n\n" */
 void ds_sse_done(ds_sb *out);
 /* "event: error\ndata: {"error": {...}}\n\n" - ends a stream that failed after its headers went out;

@@ -4,7 +4,7 @@
 #include <string.h>
 
 void ds_stop_filter_init(ds_stop_filter *f, char *const *stops, const size_t *lens, int n_stops) {
-    *f = (ds_stop_filter){.stops = stops, .lens = lens, .n_stops = n_stops};
+    *f = (ds_stop_filter){.stops = stops, .lens = lens, .n_stops = n_stops, .which = -1};
 }
 
 static const char *find(const char *h, size_t hn, const char *nd, size_t nn) {
@@ -26,14 +26,16 @@ int ds_stop_filter_feed(ds_stop_filter *f, const char *s, size_t n, ds_text_fn f
     const char *h = f->hold.s ? f->hold.s : "";
     size_t hn = f->hold.n;
     size_t best = (size_t)-1;
+    int which = -1;
     for (int i = 0; i < f->n_stops; i++) {
         const char *p = find(h, hn, f->stops[i], stop_len(f, i));
-        if (p && (size_t)(p - h) < best) best = (size_t)(p - h);
+        if (p && (size_t)(p - h) < best) best = (size_t)(p - h), which = i;
     }
     if (best != (size_t)-1) {
         if (best) fn(user, h, best);
         ds_sb_clear(&f->hold);
         f->hit = 1;
+        f->which = which;
         return 1;
     }
     /* hold back the longest suffix that is a proper prefix of a stop string */

@@ -20,6 +20,7 @@ typedef struct {
     int n_stops;
     ds_sb hold;
     int hit;              /* a stop string was found: nothing more comes out */
+    int which;            /* ... and which one (the earliest in the text): its index, -1 before */
 } ds_stop_filter;
 
 void ds_stop_filter_init(ds_stop_filter *f, char *const *stops, const size_t *lens, int n_stops);

@@ -188,6 +188,7 @@ static int function_output_item(conv *cv, const json_t *it, const char *param, d
 static int reasoning_item(conv *cv, const json_t *it, const char *param, ds_oai_error *err) {
     char pp[96];
     const json_t *c = field(it, "content"), *s = field(it, "summary");
+    if (json_is_array(c) && !json_array_size(c) && s) c = NULL;   /* only a summary: better than nothing */
     snprintf(pp, sizeof pp, "%s.%s", param, c ? "content" : "summary");
     if (!c) c = s;
     if (!c) return 0;
@@ -409,23 +410,22 @@ static json_t *build_chat(const json_t *body, ds_oai_error *err) {
     return chat;
 }
 
-/* the chat field a chat-parser error names, as the Responses field it came from */
-static void rename_param(ds_oai_error *err) {
+/* A chat field an error names (the chat parser's, or completion.c's context checks) as the
+ * Responses field it came from, in param and in the message that quotes it. */
+static void rename_field(char *param, size_t pcap, char *message, size_t mcap) {
     static const char *const map[][2] = {{"max_tokens", "max_output_tokens"}, {"response_format", "text.format"},
                                          {"reasoning_effort", "reasoning.effort"}, {"messages", "input"}};
     for (size_t i = 0; i < sizeof map / sizeof *map; i++) {
         size_t n = strlen(map[i][0]);
-        if (strncmp(err->param, map[i][0], n) || (err->param[n] && err->param[n] != '[' && err->param[n] != '.'))
-            continue;
-        char p[sizeof err->param], m[sizeof err->message];
-        snprintf(p, sizeof p, "%s", map[i][1]);   /* a message index is not an input index: name the field */
-        /* the message quotes the chat field: say the Responses one */
-        const char *at = strstr(err->message, map[i][0]);
+        if (strncmp(param, map[i][0], n) || (param[n] && param[n] != '[' && param[n] != '.')) continue;
+        /* a message index is not an input index: the field is named as a whole */
+        snprintf(param, pcap, "%s", map[i][1]);
+        const char *at = strstr(message, map[i][0]);
         if (at) {
-            snprintf(m, sizeof m, "%.*s%s%s", (int)(at - err->message), err->message, map[i][1], at + n);
-            snprintf(err->message, sizeof err->message, "%s", m);
+            char m[1024];
+            snprintf(m, sizeof m, "%.*s%s%s", (int)(at - message), message, map[i][1], at + n);
+            snprintf(message, mcap, "%s", m);
         }
-        snprintf(err->param, sizeof err->param, "%s", p);
         return;
     }
 }
@@ -438,7 +438,7 @@ int ds_responses_parse(const json_t *body, ds_oai_request *out, ds_oai_error *er
     if (!chat) return -1;
     int rc = ds_oai_request_parse_json(chat, DS_OAI_CHAT, out, err);
     json_decref(chat);
-    if (rc) rename_param(err);
+    if (rc) rename_field(err->param, sizeof err->param, err->message, sizeof err->message);
     return rc;
 }
 
@@ -489,7 +489,10 @@ static json_t *response_object(const ds_answer_ctx *a, const char *status) {
     json_object_set_new(r, "service_tier", json_string("default"));
     json_object_set_new(r, "store", json_false());
     json_object_set_new(r, "temperature", echo(q, "temperature", json_real(1.0)));
-    json_object_set_new(r, "text", echo(q, "text", json_pack("{s:{s:s}}", "format", "type", "text")));
+    json_t *text = echo(q, "text", json_object());
+    if (json_is_object(text) && !json_object_get(text, "format"))
+        json_object_set_new(text, "format", json_pack("{s:s}", "type", "text"));
+    json_object_set_new(r, "text", text);
     json_object_set_new(r, "tool_choice", echo(q, "tool_choice", json_string("auto")));
     json_object_set_new(r, "tools", echo(q, "tools", json_array()));
     json_object_set_new(r, "top_logprobs", echo(q, "top_logprobs", json_integer(0)));
@@ -728,9 +731,14 @@ static void stream_fail(ds_answer_ctx *a, ds_sb *out, const char *message) {
     emit(st, out, "response.failed", json_pack("{s:o}", "response", r));
 }
 
+/* errors found after parsing (the context checks of completion.c) name chat fields too */
 static char *error_body(int status, const char *type, const char *code, const char *param, const char *message) {
     (void)status;
-    return ds_oai_error_json(type, code, param, message);
+    char p[64], m[1024];
+    snprintf(p, sizeof p, "%s", param ? param : "");
+    snprintf(m, sizeof m, "%s", message ? message : "");
+    rename_field(p, sizeof p, m, sizeof m);
+    return ds_oai_error_json(type, code, param ? p : NULL, m);
 }
 
 const ds_answer_format ds_responses_format = {.name = "responses",

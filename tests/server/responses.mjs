@@ -283,6 +283,7 @@ async function mainSuite() {
       [{ input: 'x', max_output_tokens: 0 }, 'max_output_tokens', /max_output_tokens/],
       [{ input: 'x', tools: TOOLS, tool_choice: { type: 'function', name: 'nope' } }, 'tool_choice', /not in/],
       [{ input: [] }, 'input', /empty/],
+      [{ input: 'x', max_output_tokens: 100000 }, 'max_output_tokens', /max_output_tokens \(100000\) exceeds the context/],
     ];
     for (const [body, param, msg] of cases) {
       const r = await raw('/v1/responses', { model: MODEL, ...body });

@@ -96,6 +96,13 @@ static void test_input_items(void) {
     CHECK(!strcmp(content(&r, 1), "") && json_array_size(json_object_get(a, "tool_calls")) == 1 &&
           ds_json_str_is(json_object_get(a, "reasoning_content"), "sum"), "call turn");
     ds_oai_request_free(&r);
+
+    /* Codex's reasoning items: an empty content, the text in the summary */
+    REQUIRE(parse("{\"input\":[{\"role\":\"user\",\"content\":\"q\"},"
+                  "{\"type\":\"reasoning\",\"content\":[],\"summary\":[{\"type\":\"summary_text\",\"text\":\"S\"}],"
+                  "\"encrypted_content\":\"e\"},{\"role\":\"assistant\",\"content\":\"A\"}]}", &r, &e) == 0, "%s", e.message);
+    CHECK(ds_json_str_is(json_object_get(json_array_get(r.messages, 1), "reasoning_content"), "S"), "summary used");
+    ds_oai_request_free(&r);
 }
 
 static void test_tools_and_options(void) {
@@ -346,6 +353,32 @@ static void test_body(void) {
           ds_json_str_is(json_object_get(err, "param"), "input[2].call_id") &&
           ds_json_str_is(json_object_get(err, "message"), "bad") && json_is_null(json_object_get(err, "code")), "error body");
     json_decref(r);
+    /* the context checks after parsing name chat fields: the body names the Responses ones */
+    s = ds_responses_format.error_body(400, "invalid_request_error", "context_length_exceeded", "max_tokens",
+                                       "the prompt (5 tokens) + max_tokens (9) exceeds the context of 8 tokens");
+    r = J(s);
+    free(s);
+    err = json_object_get(r, "error");
+    CHECK(ds_json_str_is(json_object_get(err, "param"), "max_output_tokens") &&
+          ds_json_str_is(json_object_get(err, "message"), "the prompt (5 tokens) + max_output_tokens (9) exceeds the context of 8 tokens") &&
+          ds_json_str_is(json_object_get(err, "code"), "context_length_exceeded"), "renamed: %s", json_string_value(json_object_get(err, "message")));
+    json_decref(r);
+    s = ds_responses_format.error_body(400, "invalid_request_error", NULL, "messages", "the prompt has 9 tokens");
+    r = J(s);
+    free(s);
+    CHECK(ds_json_str_is(json_object_get(json_object_get(r, "error"), "param"), "input"), "messages -> input");
+    json_decref(r);
+    /* text echoed with its format even when the request gave only a verbosity */
+    ds_answer_ctx b = ctx_for("{\"input\":\"x\",\"text\":{\"verbosity\":\"low\"}}", &req);
+    ds_answer_result plain = {.content = "a", .n_content = 1, .reasoning = ""};
+    s = ds_responses_format.body(&b, &plain);
+    r = J(s);
+    free(s);
+    json_t *tx = json_object_get(r, "text");
+    CHECK(ds_json_str_is(json_object_get(tx, "verbosity"), "low") &&
+          ds_json_str_is(json_object_get(json_object_get(tx, "format"), "type"), "text"), "text echo");
+    json_decref(r);
+    json_decref(req);
 }
 
 /* the events of an SSE text, as a JSON array (each checked: event name = type, numbered in order) */

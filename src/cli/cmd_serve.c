@@ -1,4 +1,5 @@
 /* cmd_serve.c - `deltaserve serve`: the OpenAI-compatible HTTP server (server/server.h). */
+#include <errno.h>
 #include <limits.h>
 #include <math.h>
 #include <stdio.h>
@@ -10,25 +11,42 @@
 #include "cli/cli_model.h"
 #include "cli/cli_hub.h"
 #include "cli/commands.h"
+#include "common/strbuf.h"
+#include "common/version.h"
+#include "jinja/jinja.h"
 #include "server/server.h"
 
 static void usage(FILE *f) {
     fprintf(f,
-            "usage: deltaserve serve [-m PATH | -hf ORG/NAME[:QUANT]] [--host 127.0.0.1] [--port 8080] [--api-key KEY]\n"
-            "                        [--served-model-name NAME] [engine options]\n"
-            "  -m PATH                GGUF file or Hugging Face directory (default: models/default.gguf\n"
+            "usage: deltaserve serve [PATH | -m PATH | -hf ORG/NAME[:QUANT]] [--host 127.0.0.1] [--port 8080]\n"
+            "                        [--api-key KEY] [--served-model-name NAME...] [options]\n"
+            "  PATH, -m, --model PATH\n"
+            "                         GGUF file or Hugging Face directory (default: models/default.gguf\n"
             "                         next to the deltaserve binary, the model `make` builds)\n"
             DS_CLI_HUB_HELP
-            "  --host ADDR            IPv4 address to listen on (default 127.0.0.1)\n"
+            "  --host ADDR            IPv4 or IPv6 address to listen on (default 127.0.0.1; :: is every\n"
+            "                         address, IPv4 too; [::1] as in a URL is taken)\n"
             "  --port N               TCP port (default 8080; 0 = any free port, printed at start)\n"
             "  --api-key KEY          require 'Authorization: Bearer KEY' on /v1/* (also $DS_API_KEY)\n"
-            "  --served-model-name S  the model id clients use (default: the file's base name)\n"
+            "  --served-model-name NAME...\n"
+            "                         the model ids clients use (default: the file's base name): the\n"
+            "                         words up to the next option (one naming an existing file is the\n"
+            "                         model), or the option repeated; the first is the id answers carry\n"
+            "  --chat-template T      the chat template instead of the model's: a Jinja file, or the\n"
+            "                         template itself when T is no file and holds '{%%'\n"
+            "  --allowed-origins L    CORS: origins whose web pages may call the server, a JSON list or a\n"
+            "                         comma list ('*': any); OPTIONS preflights are answered without\n"
+            "                         the key (default: no CORS headers)\n"
+            "  --allowed-methods L    CORS: methods a preflight allows (default: GET, POST, OPTIONS)\n"
+            "  --allowed-headers L    CORS: headers a preflight allows (default: those it asks for)\n"
+            "  --version              print the version and build, and exit\n"
             DS_CLI_LOAD_USAGE
             "engine:\n"
             "  --kv-mb X              KV page pool in MiB (default 256; fractions allowed)\n"
             "  --state-mb X           DeltaNet state slots of running sequences in MiB (default 256)\n"
             "  --cache-state-mb X     DeltaNet checkpoints kept by the prefix cache in MiB (default 256)\n"
-            "  --max-running N        sequences in flight (default 64)\n"
+            "  -np, --parallel, --max-running N\n"
+            "                         sequences in flight; more wait (default 64)\n"
             "  --step-tokens N        tokens per engine step (default 512)\n"
             "  --state-checkpoint-interval N\n"
             "                         prefill tokens between DeltaNet checkpoints of the prefix cache\n"
@@ -41,7 +59,8 @@ static void usage(FILE *f) {
             "                         (default 4; 0: no limit)\n"
             "  --max-queue N          waiting requests accepted before 429 (default 0 = unlimited)\n"
             "  --threads N            compute threads (default: one per core)\n"
-            "  --ctx N                longest prompt + completion (default: the model's context)\n"
+            "  -c, --ctx-size, --max-model-len, --ctx N\n"
+            "                         longest prompt + completion (default: the model's context)\n"
             "  --max-body-kb N        request bodies over this get 413 (default 8192)\n"
             "  --max-connections N    open connections kept, each holding a thread (default 256); past\n"
             "                         it the one idle the longest is closed to let a new one in, and 16\n"
@@ -94,6 +113,51 @@ static int fault_phase(const char *what, const char *v, ds_fault_phase *out) {
     return -1;
 }
 
+/* --chat-template T: the file T, or T itself when it is no file and looks like a template (vLLM
+ * takes either). The template is compiled here so that a broken one stops the start with its place
+ * (FILE:LINE:COL) before the model loads. Returns 0, or the exit code after one line on stderr. */
+static int chat_template(const char *arg, char **text, const char **origin) {
+    FILE *f = fopen(arg, "rb");
+    if (!f) {
+        if (!strstr(arg, "{%")) {
+            fprintf(stderr, "deltaserve serve: --chat-template %s: cannot read it: %s\n", arg, strerror(errno));
+            return 1;
+        }
+        *text = strdup(arg);
+        *origin = "(inline)";
+    } else {
+        ds_sb sb = {0};
+        char buf[65536];
+        size_t n;
+        while ((n = fread(buf, 1, sizeof buf, f)) > 0) ds_sb_append(&sb, buf, n);
+        int bad = ferror(f);
+        fclose(f);
+        if (bad || sb.oom) {
+            fprintf(stderr, "deltaserve serve: --chat-template %s: cannot read it%s\n", arg, sb.oom ? ": out of memory" : "");
+            ds_sb_free(&sb);
+            return 1;
+        }
+        *text = sb.s ? sb.s : strdup("");
+        *origin = arg;
+    }
+    if (!*text) {
+        fprintf(stderr, "deltaserve serve: --chat-template: out of memory\n");
+        return 1;
+    }
+    ds_jinja *t = NULL;
+    ds_err e = {0};
+    if (ds_jinja_compile(*text, &t, &e) != DS_OK) {
+        /* "template:LINE:COL: what" names the place; the file stands for "template" */
+        const char *m = strncmp(e.msg, "template:", 9) ? e.msg : e.msg + 9;
+        fprintf(stderr, "deltaserve serve: --chat-template %s%s%s\n", *origin, m == e.msg ? ": " : ":", m);
+        free(*text);
+        *text = NULL;
+        return 1;
+    }
+    ds_jinja_free(t);
+    return 0;
+}
+
 int ds_cmd_serve(int argc, char **argv) {
     ds_server_config c;
     ds_server_defaults(&c);
@@ -103,6 +167,8 @@ int ds_cmd_serve(int argc, char **argv) {
     double x;
     int r;
     ds_cli_hub hub = {0};
+    const char *template_arg = NULL;
+    char *template_text = NULL;
     if ((env = getenv("DS_API_KEY")) && env[0]) c.api_key = env;
     if ((env = getenv("DS_FAULT_AFTER")) && ds_arg_int("DS_FAULT_AFTER", env, 0, 1L << 30, &n) == 0) c.fault_after = (int)n;
     if ((env = getenv("DS_FAULT_EVERY")) && ds_arg_int("DS_FAULT_EVERY", env, 0, 1L << 30, &n) == 0) c.fault_every = (int)n;
@@ -111,20 +177,58 @@ int ds_cmd_serve(int argc, char **argv) {
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v;
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) { usage(stdout); return 0; }
+        if (!strcmp(a, "--version")) { ds_version_print(stdout); return 0; }
         if (!strcmp(a, "--no-prefix-cache")) { c.engine.prefix_cache = 0; continue; }
+        if (a[0] != '-') {   /* the model, as `vllm serve MODEL` takes it */
+            if (c.model_path) {
+                fprintf(stderr, "deltaserve serve: '%s': the model is already '%s'\n", a, c.model_path);
+                return 2;
+            }
+            c.model_path = a;
+            continue;
+        }
         int hf = ds_cli_hub_option(&hub, argc, argv, &i);
         if (hf) { if (hf < 0) return 2; continue; }
         if (!(v = ds_arg_value(argc, argv, &i))) return 2;
-        if (!strcmp(a, "-m") || !strcmp(a, "--model")) c.model_path = v;
+        if (!strcmp(a, "-m") || !strcmp(a, "--model")) {
+            if (c.model_path) {
+                fprintf(stderr, "deltaserve serve: %s %s: the model is already '%s'\n", a, v, c.model_path);
+                return 2;
+            }
+            c.model_path = v;
+        }
         else if (!strcmp(a, "--host")) c.host = v;
         else if (!strcmp(a, "--port")) { if (ds_arg_int(a, v, 0, 65535, &n)) return 2; c.port = (int)n; }
         else if (!strcmp(a, "--api-key")) c.api_key = v;
-        else if (!strcmp(a, "--served-model-name")) c.served_model_name = v;
+        else if (!strcmp(a, "--served-model-name")) {
+            /* vLLM's list (--served-model-name a b) and the repeated option both add names */
+            for (;;) {
+                if (c.n_served_model_names == DS_MAX_MODEL_NAMES) {
+                    fprintf(stderr, "deltaserve serve: --served-model-name: more than %d names\n", DS_MAX_MODEL_NAMES);
+                    return 2;
+                }
+                if (!v[0]) {
+                    fprintf(stderr, "deltaserve serve: --served-model-name: an empty name\n");
+                    return 2;
+                }
+                c.served_model_names[c.n_served_model_names++] = v;
+                if (i + 1 >= argc || argv[i + 1][0] == '-' || access(argv[i + 1], F_OK) == 0) break;
+                v = argv[++i];
+            }
+        }
+        else if (!strcmp(a, "--chat-template")) template_arg = v;
+        else if (!strcmp(a, "--allowed-origins")) c.allowed_origins = v;
+        else if (!strcmp(a, "--allowed-methods")) c.allowed_methods = v;
+        else if (!strcmp(a, "--allowed-headers")) c.allowed_headers = v;
         /* budgets in MiB with fractions: small test models need less than 1 MiB to be tight */
         else if (!strcmp(a, "--kv-mb")) { if (mib(a, v, 1e-6, &c.engine.kv_bytes)) return 2; }
         else if (!strcmp(a, "--state-mb")) { if (mib(a, v, 1e-6, &c.engine.state_bytes)) return 2; }
         else if (!strcmp(a, "--cache-state-mb")) { if (mib(a, v, 0, &c.engine.cache_state_bytes)) return 2; }
-        else if (!strcmp(a, "--max-running")) { if (ds_arg_int(a, v, 1, 4096, &n)) return 2; c.engine.max_running = (int)n; }
+        /* llama-server's -np / --parallel: the same running limit */
+        else if (!strcmp(a, "--max-running") || !strcmp(a, "--parallel") || !strcmp(a, "-np")) {
+            if (ds_arg_int(a, v, 1, 4096, &n)) return 2;
+            c.engine.max_running = (int)n;
+        }
         else if (!strcmp(a, "--state-checkpoint-interval")) {
             if (ds_arg_int(a, v, 0, 1 << 20, &n)) return 2;
             if (n % DS_DELTANET_CHUNK) {
@@ -140,7 +244,11 @@ int ds_cmd_serve(int argc, char **argv) {
         else if (!strcmp(a, "--spec-state-mb")) { if (ds_arg_int(a, v, 0, 1L << 22, &n)) return 2; c.engine.spec_state_bytes = (size_t)n << 20; }
         else if (!strcmp(a, "--max-queue")) { if (ds_arg_int(a, v, 0, 1 << 20, &n)) return 2; c.engine.max_queue = (int)n; }
         else if (!strcmp(a, "--threads")) { if (ds_arg_int(a, v, 0, 1024, &n)) return 2; c.n_threads = (int)n; }
-        else if (!strcmp(a, "--ctx")) { if (ds_arg_int(a, v, 16, 1 << 24, &n)) return 2; c.ctx = (int)n; }
+        /* llama-server's -c / --ctx-size, vLLM's --max-model-len */
+        else if (!strcmp(a, "--ctx") || !strcmp(a, "-c") || !strcmp(a, "--ctx-size") || !strcmp(a, "--max-model-len")) {
+            if (ds_arg_int(a, v, 16, 1 << 24, &n)) return 2;
+            c.ctx = (int)n;
+        }
         else if (!strcmp(a, "--max-body-kb")) { if (ds_arg_int(a, v, 1, 1L << 22, &n)) return 2; c.max_body_bytes = (size_t)n << 10; }
         else if (!strcmp(a, "--max-connections")) { if (ds_arg_int(a, v, 1, 65536, &n)) return 2; c.max_connections = (int)n; }
         else if (!strcmp(a, "--idle-timeout")) { if (ds_arg_int(a, v, 1, 86400, &n)) return 2; c.idle_timeout_s = (int)n; }
@@ -156,7 +264,17 @@ int ds_cmd_serve(int argc, char **argv) {
     int rc = ds_cli_hub_model(&hub, "serve", &c.model_path);
     if (rc) return rc;
     if (hub.res.mtp && !c.load.mtp_path) c.load.mtp_path = hub.res.mtp; /* the head file beside it */
-    if (hub.spec && !c.served_model_name) c.served_model_name = hub.spec; /* as llama-server names it */
+    if (hub.spec && !c.n_served_model_names) c.served_model_names[c.n_served_model_names++] = hub.spec; /* as llama-server names it */
+    if ((c.allowed_methods || c.allowed_headers) && !c.allowed_origins) {
+        fprintf(stderr, "deltaserve serve: --allowed-methods and --allowed-headers need --allowed-origins\n");
+        ds_cli_hub_free(&hub);
+        return 2;
+    }
+    if (template_arg && (rc = chat_template(template_arg, &template_text, &c.chat_template_origin))) {
+        ds_cli_hub_free(&hub);
+        return rc;
+    }
+    c.chat_template = template_text;
     if (!c.model_path) {
         if (default_model(model_buf, sizeof model_buf) != 0 || access(model_buf, R_OK) != 0) {
             fprintf(stderr, "deltaserve serve: no -m PATH and no default model next to the binary (%s); run `make`\n",
@@ -168,5 +286,6 @@ int ds_cmd_serve(int argc, char **argv) {
     c.load.n_threads = c.n_threads;
     rc = ds_server_run(&c);
     ds_cli_hub_free(&hub);
+    free(template_text);
     return rc;
 }

@@ -3,6 +3,7 @@
 #include <string.h>
 
 #include "cli/commands.h"
+#include "common/version.h"
 
 static const struct {
     const char *name;
@@ -26,7 +27,8 @@ static const struct {
 };
 
 static void usage(FILE *f) {
-    fprintf(f, "usage: deltaserve COMMAND [options]   (deltaserve COMMAND --help for its options)\n\ncommands:\n");
+    fprintf(f, "usage: deltaserve COMMAND [options]   (deltaserve COMMAND --help for its options)\n"
+               "       deltaserve --version\n\ncommands:\n");
     for (size_t i = 0; i < sizeof COMMANDS / sizeof COMMANDS[0]; i++)
         fprintf(f, "  %-12s %s\n", COMMANDS[i].name, COMMANDS[i].help);
 }
@@ -35,6 +37,10 @@ int main(int argc, char **argv) {
     if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
         usage(argc < 2 ? stderr : stdout);
         return argc < 2 ? 2 : 0;
+    }
+    if (!strcmp(argv[1], "--version")) {
+        ds_version_print(stdout);
+        return 0;
     }
     for (size_t i = 0; i < sizeof COMMANDS / sizeof COMMANDS[0]; i++)
         if (!strcmp(argv[1], COMMANDS[i].name)) return COMMANDS[i].run(argc - 1, argv + 1);

@@ -12,10 +12,14 @@
  * Every route but /health and /metrics (probes and scrapers) needs the key
  * when --api-key is set: "Authorization: Bearer KEY", or "x-api-key: KEY" as
  * Anthropic's clients send it. Errors on the Messages routes are in
- * Anthropic's shape, all others in OpenAI's. */
+ * Anthropic's shape, all others in OpenAI's. With --allowed-origins (cors.h)
+ * an OPTIONS preflight from an allowed Origin gets 204 on any path, without
+ * the key (browsers send none), and every answer to such an Origin carries
+ * Access-Control-Allow-Origin. */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <microhttpd.h>
+#include <netdb.h>
 #include <netinet/in.h>
 #include <pthread.h>
 #include <signal.h>
@@ -29,6 +33,7 @@
 #include "server/answer_format.h"
 #include "server/completion.h"
 #include "server/conn_guard.h"
+#include "server/cors.h"
 #include "server/json_text.h"
 #include "server/messages_api.h"
 #include "server/openai_request.h"
@@ -60,6 +65,18 @@ void ds_server_defaults(ds_server_config *c) {
 
 /* --- responses --- */
 
+/* The CORS policy of the one server this process runs (NULL: none), set once before the daemon
+ * starts: every response is made where only the connection is at hand. */
+static const ds_cors *cors_policy;
+
+static void add_cors_headers(struct MHD_Connection *conn, struct MHD_Response *r) {
+    if (!cors_policy) return;
+    const char *allow = ds_cors_allow_origin(
+        cors_policy, MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_ORIGIN));
+    if (ds_cors_varies(cors_policy)) MHD_add_response_header(r, MHD_HTTP_HEADER_VARY, "Origin");
+    if (allow) MHD_add_response_header(r, MHD_HTTP_HEADER_ACCESS_CONTROL_ALLOW_ORIGIN, allow);
+}
+
 static enum MHD_Result send_text(struct MHD_Connection *conn, int status, const char *ctype, char *body, size_t len,
                                  const char *retry_after) {
     struct MHD_Response *r = MHD_create_response_from_buffer(len, body, MHD_RESPMEM_MUST_FREE);
@@ -69,6 +86,7 @@ static enum MHD_Result send_text(struct MHD_Connection *conn, int status, const 
     }
     MHD_add_response_header(r, "Content-Type", ctype);
     if (retry_after) MHD_add_response_header(r, "Retry-After", retry_after);
+    add_cors_headers(conn, r);
     enum MHD_Result ok = MHD_queue_response(conn, (unsigned)status, r);
     MHD_destroy_response(r);
     return ok;
@@ -77,6 +95,26 @@ static enum MHD_Result send_text(struct MHD_Connection *conn, int status, const 
 static enum MHD_Result send_json(struct MHD_Connection *conn, int status, char *body) {
     if (!body) return MHD_NO;
     return send_text(conn, status, "application/json", body, strlen(body), NULL);
+}
+
+/* OPTIONS with an Origin and Access-Control-Request-Method: 204 with what the policy allows, or
+ * 400 for an Origin it does not (as Starlette's CORS middleware, vLLM's, answers it) */
+static enum MHD_Result send_preflight(struct MHD_Connection *conn) {
+    const char *origin = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_ORIGIN);
+    if (!ds_cors_allow_origin(cors_policy, origin))
+        return send_json(conn, 400, ds_oai_error_json("invalid_request_error", "cors_origin_not_allowed", NULL,
+                                                      "this origin is not among --allowed-origins"));
+    struct MHD_Response *r = MHD_create_response_from_buffer(0, NULL, MHD_RESPMEM_PERSISTENT);
+    if (!r) return MHD_NO;
+    add_cors_headers(conn, r);
+    MHD_add_response_header(r, MHD_HTTP_HEADER_ACCESS_CONTROL_ALLOW_METHODS, ds_cors_methods(cors_policy));
+    MHD_add_response_header(r, "Access-Control-Allow-Headers",
+                            ds_cors_headers(cors_policy, MHD_lookup_connection_value(
+                                                             conn, MHD_HEADER_KIND, "Access-Control-Request-Headers")));
+    MHD_add_response_header(r, "Access-Control-Max-Age", DS_CORS_MAX_AGE);
+    enum MHD_Result ok = MHD_queue_response(conn, 204, r);
+    MHD_destroy_response(r);
+    return ok;
 }
 
 static ds_error_kind kind_of_status(int status) {
@@ -133,14 +171,25 @@ static int key_ok(const ds_server *s, struct MHD_Connection *conn) {
 
 /* --- routes --- */
 
+/* whether a request's model is one of the names this server answers to (--served-model-name) */
+static int model_known(const ds_server *s, const char *id) {
+    if (!s->cfg.n_served_model_names) return !strcmp(id, s->model_name);
+    for (int i = 0; i < s->cfg.n_served_model_names; i++)
+        if (!strcmp(id, s->cfg.served_model_names[i])) return 1;
+    return 0;
+}
+
 static void model_missing_message(const ds_server *s, const char *id, char *msg, size_t cap) {
-    snprintf(msg, cap, "the model '%.200s' does not exist; this server serves '%.150s'", id, s->model_name);
+    int n = snprintf(msg, cap, "the model '%.200s' does not exist; this server serves '%.150s'", id, s->model_name);
+    for (int i = 1; i < s->cfg.n_served_model_names && n > 0 && (size_t)n < cap; i++)
+        n += snprintf(msg + n, cap - (size_t)n, "%s'%.60s'", i + 1 == s->cfg.n_served_model_names ? " and " : ", ",
+                      s->cfg.served_model_names[i]);
 }
 
 /* the model object of GET /v1/models and GET /v1/models/{id} */
-static json_t *model_object(const ds_server *s) {
+static json_t *model_object(const ds_server *s, const char *id) {
     json_t *m = json_object();
-    json_object_set_new(m, "id", ds_oai_text(s->model_name));
+    json_object_set_new(m, "id", ds_oai_text(id));
     json_object_set_new(m, "object", json_string("model"));
     json_object_set_new(m, "created", json_integer((json_int_t)s->created));
     json_object_set_new(m, "owned_by", json_string("deltaserve"));
@@ -152,7 +201,10 @@ static enum MHD_Result route_models(ds_server *s, struct MHD_Connection *conn) {
     json_t *o = json_object(), *data = json_array();
     json_object_set_new(o, "object", json_string("list"));
     json_object_set_new(o, "data", data);
-    json_array_append_new(data, model_object(s));
+    /* one object per name, as vLLM lists its served model names */
+    if (!s->cfg.n_served_model_names) json_array_append_new(data, model_object(s, s->model_name));
+    for (int i = 0; i < s->cfg.n_served_model_names; i++)
+        json_array_append_new(data, model_object(s, s->cfg.served_model_names[i]));
     char *body = ds_json_dump(o);
     json_decref(o);
     return send_json(conn, 200, body);
@@ -161,12 +213,12 @@ static enum MHD_Result route_models(ds_server *s, struct MHD_Connection *conn) {
 /* GET /v1/models/{id}: id is the rest of the path (libmicrohttpd has decoded it), so a name with
  * a '/' in it (owner/model) is found too */
 static enum MHD_Result route_model(ds_server *s, struct MHD_Connection *conn, const char *id) {
-    if (strcmp(id, s->model_name)) {
+    if (!model_known(s, id)) {
         char msg[480];
         model_missing_message(s, id, msg, sizeof msg);
         return send_error(s, conn, 0, 404, "invalid_request_error", "model_not_found", "model", msg);
     }
-    json_t *m = model_object(s);
+    json_t *m = model_object(s, id);
     char *body = ds_json_dump(m);
     json_decref(m);
     return send_json(conn, 200, body);
@@ -187,7 +239,7 @@ static enum MHD_Result route_metrics(ds_server *s, struct MHD_Connection *conn) 
 /* Runs a parsed request (taken over) and answers: the body, or the stream. fmt as ds_completion_start. */
 static enum MHD_Result run_completion(ds_server *s, struct MHD_Connection *conn, ds_oai_request *req,
                                       const ds_answer_format *fmt, const json_t *api_body) {
-    if (req->model && strcmp(req->model, s->model_name)) {
+    if (req->model && !model_known(s, req->model)) {
         char msg[480];
         model_missing_message(s, req->model, msg, sizeof msg);
         ds_oai_request_free(req);
@@ -212,6 +264,7 @@ static enum MHD_Result run_completion(ds_server *s, struct MHD_Connection *conn,
         }
         MHD_add_response_header(r, "Content-Type", "text/event-stream");
         MHD_add_response_header(r, "Cache-Control", "no-cache");
+        add_cors_headers(conn, r);
         ok = MHD_queue_response(conn, 200, r);
         MHD_destroy_response(r);
         return ok;
@@ -271,7 +324,7 @@ static enum MHD_Result route_count_tokens(ds_server *s, struct MHD_Connection *c
     int rc = ds_messages_parse(root, 1, &req, &perr);
     json_decref(root);
     if (rc) return send_error_in(s, conn, fmt, 0, 400, "invalid_request_error", perr.code, perr.param, perr.message);
-    if (req.model && strcmp(req.model, s->model_name)) {
+    if (req.model && !model_known(s, req.model)) {
         char msg[480];
         model_missing_message(s, req.model, msg, sizeof msg);
         ds_oai_request_free(&req);
@@ -321,6 +374,10 @@ static enum MHD_Result handler(void *cls, struct MHD_Connection *conn, const cha
         *upload_size = 0;
         return MHD_YES;
     }
+    if (cors_policy && !strcmp(method, "OPTIONS") &&
+        MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_ORIGIN) &&
+        MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Access-Control-Request-Method"))
+        return send_preflight(conn);
     int get = !strcmp(method, "GET"), post = !strcmp(method, "POST");
     if (!strcmp(url, "/health")) {
         if (!get) return send_error(s, conn, 0, 405, "invalid_request_error", "method_not_allowed", NULL, "use GET");
@@ -424,7 +481,7 @@ static void set_fingerprint(ds_server *s) {
         ds_sb_puts(&id, buf);
         if (t->data) ds_sb_append(&id, (const char *)t->data, nb < 64 ? nb : 64);
     }
-    const char *tmpl = ds_model_chat_template(s->file);
+    const char *tmpl = s->cfg.chat_template ? s->cfg.chat_template : ds_model_chat_template(s->file);
     if (tmpl) ds_sb_puts(&id, tmpl);
     ds_oai_fingerprint(id.s ? id.s : "", id.n, s->fingerprint, sizeof s->fingerprint);
     ds_sb_free(&id);
@@ -448,9 +505,10 @@ static int load(ds_server *s) {
         ds_err_prefix(&e, "%s", pre);
     }
     if (!st) {
-        const char *t = ds_model_chat_template(s->file);
+        const char *t = c->chat_template ? c->chat_template : ds_model_chat_template(s->file);
         st = ds_jinja_compile(t ? t : DS_DEFAULT_CHAT_TEMPLATE, &s->tmpl, &e);
-        if (st) ds_err_prefix(&e, "chat template");
+        if (st) ds_err_prefix(&e, "chat template%s%s", c->chat_template ? " " : "",
+                              c->chat_template ? c->chat_template_origin : "");
         s->call_form = ds_call_form_of_template(t ? t : DS_DEFAULT_CHAT_TEMPLATE);
     }
     if (st) {
@@ -490,35 +548,61 @@ static void base_name(const char *path, char *out, size_t cap) {
 }
 
 /* A listening TCP socket on host:port (port 0: any free one, returned in
- * *bound). Made here rather than by libmicrohttpd so that a failure can say
- * why (the port in use, an address not on this machine). Returns the socket,
- * -2 for a host that is not an IPv4 address, -1 for any other failure, each
- * after its one line on stderr. */
+ * *bound). host is an IPv4 or IPv6 address, the latter also in brackets
+ * ([::1], as in a URL); "::" listens on IPv4 too (dual stack). Made here
+ * rather than by libmicrohttpd so that a failure can say why (the port in
+ * use, an address not on this machine). Returns the socket, -2 for a host
+ * that is not an IP address, -1 for any other failure, each after its one
+ * line on stderr. */
 static int listen_socket(const char *host, int port, int *bound) {
-    struct sockaddr_in addr = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
-    if (inet_pton(AF_INET, host, &addr.sin_addr) != 1) {
-        fprintf(stderr, "deltaserve serve: --host %s is not an IPv4 address\n", host);
+    char name[INET6_ADDRSTRLEN + 16];
+    size_t hl = strlen(host);
+    if (hl >= 2 && host[0] == '[' && host[hl - 1] == ']') snprintf(name, sizeof name, "%.*s", (int)(hl - 2), host + 1);
+    else snprintf(name, sizeof name, "%s", host);
+    struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM,
+                             .ai_flags = AI_NUMERICHOST | AI_NUMERICSERV | AI_PASSIVE};
+    struct addrinfo *ai = NULL;
+    char service[8];
+    snprintf(service, sizeof service, "%d", port);
+    if (hl >= sizeof name || getaddrinfo(name, service, &hints, &ai) != 0 || !ai) {
+        if (ai) freeaddrinfo(ai);
+        fprintf(stderr, "deltaserve serve: --host %s is not an IPv4 or IPv6 address\n", host);
         return -2;
     }
-    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0), one = 1;
+    int family = ai->ai_family;
+    int fd = socket(family, SOCK_STREAM | SOCK_CLOEXEC, 0), one = 1, zero = 0;
     if (fd < 0) {
         fprintf(stderr, "deltaserve serve: cannot create a socket: %s\n", strerror(errno));
+        freeaddrinfo(ai);
         return -1;
     }
     /* lets a restarted server take its port while old connections linger in TIME_WAIT; a port
      * another process listens on still fails with EADDRINUSE */
     setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-    if (bind(fd, (struct sockaddr *)&addr, sizeof addr) != 0 || listen(fd, SOMAXCONN) != 0) {
+    /* "::" takes IPv4 clients too, whatever the system's default (net.ipv6.bindv6only) */
+    if (family == AF_INET6) setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &zero, sizeof zero);
+    int failed = bind(fd, ai->ai_addr, ai->ai_addrlen) != 0 || listen(fd, SOMAXCONN) != 0;
+    freeaddrinfo(ai);
+    if (failed) {
         int err = errno;
-        fprintf(stderr, "deltaserve serve: cannot listen on %s:%d: %s%s\n", host, port, strerror(err),
+        fprintf(stderr, "deltaserve serve: cannot listen on %s%s%s:%d: %s%s\n", family == AF_INET6 ? "[" : "", name,
+                family == AF_INET6 ? "]" : "", port, strerror(err),
                 err == EADDRINUSE ? " (another process has this port; choose another with --port)" : "");
         close(fd);
         return -1;
     }
-    struct sockaddr_in got;
+    struct sockaddr_storage got;
     socklen_t len = sizeof got;
-    *bound = getsockname(fd, (struct sockaddr *)&got, &len) == 0 ? ntohs(got.sin_port) : port;
+    *bound = port;
+    if (getsockname(fd, (struct sockaddr *)&got, &len) == 0)
+        *bound = ntohs(got.ss_family == AF_INET6 ? ((struct sockaddr_in6 *)&got)->sin6_port
+                                                 : ((struct sockaddr_in *)&got)->sin_port);
     return fd;
+}
+
+/* host as it stands in a URL: an IPv6 address in brackets */
+static void url_host(const char *host, char *out, size_t cap) {
+    snprintf(out, cap, strchr(host, ':') && host[0] != '[' ? "[%s]" : "%s", host);
 }
 
 int ds_server_run(const ds_server_config *cfg) {
@@ -527,7 +611,7 @@ int ds_server_run(const ds_server_config *cfg) {
     s->cfg = *cfg;
     s->created = (long)time(NULL);
     ds_metrics_init(&s->metrics);
-    if (cfg->served_model_name) snprintf(s->model_name, sizeof s->model_name, "%s", cfg->served_model_name);
+    if (cfg->n_served_model_names) snprintf(s->model_name, sizeof s->model_name, "%s", cfg->served_model_names[0]);
     else base_name(cfg->model_path, s->model_name, sizeof s->model_name);
 
     sigset_t sigs;
@@ -540,16 +624,28 @@ int ds_server_run(const ds_server_config *cfg) {
     /* Start-up failures end with exactly one line on stderr naming the problem
      * (the port, the model file, the budget) and exit code 1: the socket and
      * the model file are checked before anything is announced. */
+    ds_err e = {0};
+    ds_cors *cors = NULL;
+    if (cfg->allowed_origins && ds_cors_new(cfg->allowed_origins, cfg->allowed_methods, cfg->allowed_headers, &cors,
+                                            &e) != DS_OK) {
+        fprintf(stderr, "deltaserve serve: %s\n", e.msg);
+        ds_metrics_free(&s->metrics);
+        free(s);
+        return 2;
+    }
+    char host[INET6_ADDRSTRLEN + 16];
+    url_host(cfg->host, host, sizeof host);
     int port = 0, fd = listen_socket(cfg->host, cfg->port, &port);
     if (fd < 0) {
+        ds_cors_free(cors);
         ds_metrics_free(&s->metrics);
         free(s);
         return fd == -2 ? 2 : 1;
     }
-    ds_err e = {0};
     if (ds_model_open_ex(cfg->model_path, &cfg->load, &s->file, &e) != DS_OK) {
         fprintf(stderr, "deltaserve serve: %s\n", e.msg);
         close(fd);
+        ds_cors_free(cors);
         ds_metrics_free(&s->metrics);
         free(s);
         return 1;
@@ -558,27 +654,31 @@ int ds_server_run(const ds_server_config *cfg) {
         fprintf(stderr, "deltaserve serve: %s\n", e.msg);
         close(fd);
         ds_model_close(s->file);
+        ds_cors_free(cors);
         ds_metrics_free(&s->metrics);
         free(s);
         return 1;
     }
     /* the inactivity timeout closes idle keep-alive connections; the guard closes slow headers
      * and, past --max-connections, the longest idle connection, and keeps a reserve for probes */
+    cors_policy = cors;
     struct MHD_Daemon *d = MHD_start_daemon(
         MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_THREAD_PER_CONNECTION | MHD_USE_POLL, 0, NULL, NULL, handler, s,
         MHD_OPTION_LISTEN_SOCKET, fd, MHD_OPTION_NOTIFY_COMPLETED, completed, s, MHD_OPTION_NOTIFY_CONNECTION,
         ds_conn_guard_notify, s->guard, MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)cfg->idle_timeout_s,
         MHD_OPTION_CONNECTION_LIMIT, (unsigned)(cfg->max_connections + DS_CONN_RESERVE), MHD_OPTION_END);
     if (!d) {
+        cors_policy = NULL;
         ds_conn_guard_free(s->guard);
-        fprintf(stderr, "deltaserve serve: cannot start the HTTP server on %s:%d\n", cfg->host, port);
+        fprintf(stderr, "deltaserve serve: cannot start the HTTP server on %s:%d\n", host, port);
         close(fd);
         ds_model_close(s->file);
+        ds_cors_free(cors);
         ds_metrics_free(&s->metrics);
         free(s);
         return 1;
     }
-    fprintf(stderr, "deltaserve serve: listening on http://%s:%d (loading %s)\n", cfg->host, port, cfg->model_path);
+    fprintf(stderr, "deltaserve serve: listening on http://%s:%d (loading %s)\n", host, port, cfg->model_path);
     int rc = 0;
     pthread_t engine_thread;
     int engine_started = 0;
@@ -594,7 +694,7 @@ int ds_server_run(const ds_server_config *cfg) {
     engine_started = 1;
     atomic_store(&s->ready, 1);
     fprintf(stderr, "deltaserve serve: ready: model '%s', context %d tokens, http://%s:%d/v1\n", s->model_name, s->ctx,
-            cfg->host, port);
+            host, port);
     fflush(stderr);
     int sig = 0;
     sigwait(&sigs, &sig);
@@ -643,6 +743,8 @@ out:
         ds_model_close(s->file);
         ds_jinja_free(s->tmpl);
         ds_metrics_free(&s->metrics);
+        cors_policy = NULL;
+        ds_cors_free(cors);
         free(s);
     }
     if (engine_started) fprintf(stderr, "deltaserve serve: stopped\n");

@@ -15,13 +15,26 @@
 #include "engine/engine.h"
 #include "loading/model_file.h"
 
+#define DS_MAX_MODEL_NAMES 16
+
 typedef struct {
     const char *model_path;       /* required */
     ds_load_options load;         /* --mtp-model, --fp8-as */
     const char *host;             /* "127.0.0.1" */
     int port;                     /* 0: any free port (printed) */
     const char *api_key;          /* NULL: no authentication */
-    const char *served_model_name;/* NULL: the model file's base name */
+    /* the model ids clients may use (--served-model-name, repeated or a list); the first one is the id
+     * answers carry; none: the model file's base name */
+    const char *served_model_names[DS_MAX_MODEL_NAMES];
+    int n_served_model_names;
+    /* --chat-template: a template's text and where it came from (a file's path, or "inline"), used in
+     * place of the model's; NULL: the model's own */
+    const char *chat_template;
+    const char *chat_template_origin;
+    /* CORS (cors.h), as given: NULL origins: no CORS headers at all */
+    const char *allowed_origins;
+    const char *allowed_methods;
+    const char *allowed_headers;
     ds_engine_params engine;
     int n_threads;                /* compute threads (0: one per core) */
     int ctx;                      /* 0: the model's trained context */

@@ -74,7 +74,7 @@ else
 fi
 kill "$holder" 2>/dev/null
 wait "$holder" 2>/dev/null
-expect_start_error "host not an IPv4 address" 2 "--host" "localhost-ish" -- -m "$model" --port 0 --host localhost-ish
+expect_start_error "host not an IP address" 2 "--host" "localhost-ish" -- -m "$model" --port 0 --host localhost-ish
 expect_start_error "host not on this machine" 1 "192.0.2.1" -- -m "$model" --port 0 --host 192.0.2.1
 
 # --- the model file ---

@@ -327,7 +327,10 @@ async function mainSuite() {
     const s = await client.responses.create(base({ stream: true, max_output_tokens: 2000 }), { signal: ac.signal });
     let n = 0;
     try {
-      for await (const e of s) { if (e.type.endsWith('.delta') && ++n === 3) ac.abort(); }
+      for await (const e of s) {
+        // events already read from the socket may still come out after abort(): stop reading at once
+        if (e.type.endsWith('.delta') && ++n === 3) { ac.abort(); break; }
+      }
     } catch (e) {
       check(e.name === 'APIUserAbortError' || /abort/i.test(String(e)), String(e));
     }

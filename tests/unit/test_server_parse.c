@@ -241,7 +241,7 @@ static void test_request(void) {
         ds_oai_request_free(&r);
     }
     REQUIRE(parse("{\"prompt\":[1,2,3],\"logprobs\":2}", DS_OAI_COMPLETION, &r, &err) == 0, "%s", err.message);
-    CHECK(r.n_prompt_ids == 3 && r.logprobs && r.top_logprobs == 2, "%s", "");
+    CHECK(r.n_prompts == 1 && r.prompts[0].n_ids == 3 && r.logprobs && r.top_logprobs == 2, "%s", "");
     ds_oai_request_free(&r);
 }
 
@@ -338,7 +338,7 @@ static void test_request_nul(void) {
     ds_oai_error err;
     REQUIRE(parse("{\"prompt\":\"abc\\u0000def ghi jkl\",\"stop\":[\"x\\u0000y\"]}", DS_OAI_COMPLETION, &r, &err) == 0, "%s",
             err.message);
-    CHECK(r.prompt_len == 15 && !memcmp(r.prompt, "abc\0def ghi jkl", 16), "prompt of %zu bytes", r.prompt_len);
+    CHECK(r.prompts[0].len == 15 && !memcmp(r.prompts[0].text, "abc\0def ghi jkl", 16), "prompt of %zu bytes", r.prompts[0].len);
     CHECK(r.n_stop == 1 && r.stop_len[0] == 3 && !memcmp(r.stop[0], "x\0y", 3), "stop of %zu bytes", r.stop_len[0]);
     ds_oai_request_free(&r);
     REQUIRE(parse("{\"messages\":[{\"role\":\"user\",\"content\":[{\"type\":\"text\",\"text\":\"a\\u0000b\"},"
@@ -368,7 +368,7 @@ static void test_request_json_text(void) {
     REQUIRE(parse("{\"prompt\":\"broken \\ud83d surrogate \\udc00\\ud83d\\ude00 \\\\ud83d\"}", DS_OAI_COMPLETION, &r, &err) == 0,
             "%s", err.message);
     const char want[] = "broken \xEF\xBF\xBD surrogate \xEF\xBF\xBD\xF0\x9F\x98\x80 \\ud83d";
-    CHECK(r.prompt_len == sizeof want - 1 && !memcmp(r.prompt, want, sizeof want), "got '%s'", r.prompt);
+    CHECK(r.prompts[0].len == sizeof want - 1 && !memcmp(r.prompts[0].text, want, sizeof want), "got '%s'", r.prompts[0].text);
     ds_oai_request_free(&r);
     char deep[2200 + 64];
     for (int depth = 1001; depth <= 1100; depth += 99) {

@@ -52,9 +52,18 @@ static void or_check_request(const ds_oai_request *r, ds_oai_kind kind, int rend
     FUZZ_CHECK(r->top_logprobs >= 0 && r->top_logprobs <= 20, "top_logprobs %d", r->top_logprobs);
     FUZZ_CHECK(!r->include_usage || r->stream, "include_usage without stream");
     if (kind == DS_OAI_COMPLETION) {
-        FUZZ_CHECK((r->prompt != NULL) != (r->prompt_ids != NULL), "prompt text and ids");
-        FUZZ_CHECK(r->prompt || r->n_prompt_ids > 0, "no prompt ids");
-        for (int i = 0; i < r->n_prompt_ids; i++) FUZZ_CHECK(r->prompt_ids[i] >= 0, "negative token id");
+        FUZZ_CHECK(r->n_prompts >= 1 && r->n_prompts <= DS_OAI_MAX_CHOICES, "%d prompts", r->n_prompts);
+        FUZZ_CHECK(r->best_of >= r->n && r->n_prompts * r->best_of <= DS_OAI_MAX_CHOICES, "best_of %d", r->best_of);
+        FUZZ_CHECK(!r->echo || !r->logprobs, "echo with logprobs");
+        for (int p = 0; p < r->n_prompts; p++) {
+            const ds_oai_prompt *q = &r->prompts[p];
+            FUZZ_CHECK((q->text != NULL) != (q->ids != NULL), "prompt %d: text and ids", p);
+            FUZZ_CHECK(q->text || q->n_ids > 0, "prompt %d: no ids", p);
+            for (int i = 0; i < q->n_ids; i++) FUZZ_CHECK(q->ids[i] >= 0, "negative token id");
+        }
+        FUZZ_CHECK(sp->n_bias >= 0 && sp->n_bias <= DS_MAX_LOGIT_BIAS, "%d biases", sp->n_bias);
+        for (int i = 0; i < sp->n_bias; i++)
+            FUZZ_CHECK(sp->bias[i].token >= 0 && fabsf(sp->bias[i].bias) <= 100, "bias %d", i);
         FUZZ_CHECK(!r->messages, "messages in a completion");
         return;
     }

@@ -163,6 +163,10 @@ void ds_sampler_probs(const ds_sampler *s, const float *logits, const int32_t *h
             sc->counts[t] = 0; /* each seen token once, and the table is clean for the next call */
         }
     }
+    /* after the penalties, before the temperature, as OpenAI and vLLM apply it; a masked token
+     * (-inf) stays masked whatever its bias */
+    for (int i = 0; i < p->n_bias; i++)
+        if (p->bias[i].token >= 0 && p->bias[i].token < V) z[p->bias[i].token] += p->bias[i].bias;
     int best = 0;
     for (int i = 1; i < V; i++)
         if (z[i] > z[best]) best = i;
@@ -262,7 +266,7 @@ int32_t ds_sampler_greedy(const ds_sampler *s, const float *logits, const int32_
                           ds_sampler_scratch *sc) {
     const ds_sampling_params *p = &s->p;
     int penalties = p->presence_penalty != 0 || p->frequency_penalty != 0 || p->repetition_penalty != 1.0f;
-    if (!penalties || n_history <= 0) return first_max(logits, sc->n_vocab);
+    if ((!penalties || n_history <= 0) && p->n_bias == 0) return first_max(logits, sc->n_vocab);
     ds_sampler_probs(s, logits, history, n_history, sc); /* one-hot */
     return first_max(sc->probs, sc->n_vocab);
 }

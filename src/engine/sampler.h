@@ -8,13 +8,23 @@
  * proposed a draft at that position (speculate.c draws its drafts from the
  * head's distribution with the same key and keeps one only when it equals
  * the model's draw). Sampling is split in two steps: ds_sampler_probs builds
- * the final distribution (penalties, temperature, top-k, top-p, min-p
- * applied), ds_sampler_draw draws from it. Temperature 0 means greedy (the
+ * the final distribution (penalties, logit bias, temperature, top-k, top-p,
+ * min-p applied), ds_sampler_draw draws from it. Every path that picks a
+ * token (plain decoding, the greedy shortcut, drafts and their verification)
+ * goes through ds_sampler_sample, so the bias changes them all alike. Temperature 0 means greedy (the
  * lowest id among ties). */
 #ifndef DS_SAMPLER_H
 #define DS_SAMPLER_H
 
 #include <stdint.h>
+
+/* OpenAI's limit on logit_bias entries */
+#define DS_MAX_LOGIT_BIAS 300
+
+typedef struct {
+    int32_t token;
+    float bias;               /* added to the token's logit (OpenAI: -100..100; -100 bans, 100 forces) */
+} ds_logit_bias;
 
 typedef struct {
     float temperature;        /* 0: greedy */
@@ -26,6 +36,8 @@ typedef struct {
     float repetition_penalty; /* 1: off; divides positive logits (multiplies negative) of seen tokens */
     uint64_t seed;
     uint32_t choice;          /* which of a request's n choices: part of the key of every draw */
+    int n_bias;               /* entries of bias in use (tokens outside the vocabulary are skipped) */
+    ds_logit_bias bias[DS_MAX_LOGIT_BIAS];  /* a fixed array: the parameters stay a plain value */
 } ds_sampling_params;
 
 void ds_sampling_defaults(ds_sampling_params *p);
@@ -63,9 +75,9 @@ void ds_sampler_probs(const ds_sampler *s, const float *logits, const int32_t *h
 int32_t ds_sampler_draw(const ds_sampler *s, const ds_sampler_scratch *sc, int64_t pos);
 /* Whether the sampler always takes the most likely token (temperature 0 or top_k 1). */
 int ds_sampler_is_greedy(const ds_sampler *s);
-/* The token a greedy sampler picks, penalties applied: what ds_sampler_probs
+/* The token a greedy sampler picks, penalties and bias applied: what ds_sampler_probs
  * then ds_sampler_draw give, without building a distribution over the
- * vocabulary (scratch is touched only when penalties are set). */
+ * vocabulary (scratch is touched only when penalties or a bias are set). */
 int32_t ds_sampler_greedy(const ds_sampler *s, const float *logits, const int32_t *history, int n_history,
                           ds_sampler_scratch *sc);
 

@@ -56,6 +56,8 @@ typedef struct {
     ds_finish reason;
     char error[256];
     int n_tokens, n_generated_final, n_cached, reasoning_tokens, think_closed;
+    int prompt_index, n_prompt, max_tokens;
+    double cum_logprob;     /* of the tokens it kept: best_of ranks candidates by it */
     ds_sb think_tail;
     ds_sb content, reasoning;
     json_t *tool_calls;     /* non-streaming: collected calls */
@@ -76,7 +78,8 @@ struct ds_completion {
     ds_answer_ctx actx;            /* the format's view of the request */
     json_t *api_body;              /* the API's own request body (answer_format.h) */
     int n;
-    choice ch[DS_OAI_MAX_N];
+    choice ch[DS_OAI_MAX_CHOICES];   /* completions: prompt p's candidates at [p * per_prompt, (p + 1) * per_prompt) */
+    int per_prompt;         /* candidates per prompt: best_of (n when not given) */
     char id[48];
     long created;
     int n_prompt;
@@ -89,7 +92,6 @@ struct ds_completion {
     char fail_msg[256];
     double t_start, t_first, t_last;
     double t_checked;       /* last look at the client's socket */
-    int max_tokens;
     /* streaming */
     ds_sb out;
     int stream_ended;
@@ -218,6 +220,24 @@ static void on_event(const ds_event *ev, void *user) {
 }
 
 /* --- output --- */
+
+/* The text of prompt p, for echo: as given, or its token ids decoded. Returns 0, or -1 (out of
+ * memory or undecodable ids: the answer then echoes nothing rather than fail after the work). */
+static int echo_text(const ds_completion *c, int p, ds_sb *out) {
+    const ds_oai_prompt *pr = &c->req.prompts[p];
+    if (pr->text) {
+        ds_sb_append(out, pr->text, pr->len);
+        return 0;
+    }
+    char *t = NULL;
+    size_t n = 0;
+    ds_err e = {0};
+    if (ds_tokenizer_decode(c->srv->tok, pr->ids, (size_t)pr->n_ids, 0, &t, &n, &e) != DS_OK) return -1;
+    ds_sb_append(out, t, n);
+    free(t);
+    return 0;
+}
+
 
 static json_t *chunk_new(ds_completion *c, int index, json_t **choice_out) {
     json_t *arr;
@@ -437,6 +457,7 @@ static void on_token(ds_completion *c, choice *h, const ds_event *ev) {
     if (h->index == 0) c->t_last = now;
     h->n_tokens++;
     h->n_cached = ev->n_cached;
+    h->cum_logprob += ev->logprob;
     /* the start of a character the decoder holds back (begun by an earlier token) is one character:
      * this token's own text starts after it, as the U+FFFD of a token that cuts a character counts one */
     if (c->req.logprobs) add_logprobs(c, h, ev, h->n_chars + (ds_stream_decoder_held(&h->dec) > 0));
@@ -673,46 +694,90 @@ static int request_grammar(ds_completion *c, ds_grammar **g, const char **trigge
     return rc;
 }
 
-int ds_completion_prompt(ds_server *s, const ds_oai_request *r, ds_tokens *toks, int *opened_reasoning,
-                         ds_http_error *err) {
+/* ids appended to toks; field: the request field they came from, for errors */
+static int append_ids(ds_server *s, ds_tokens *toks, const int32_t *ids, int n, const char *field, ds_http_error *err) {
+    int V = ds_tokenizer_n_tokens(s->tok);
+    for (int i = 0; i < n; i++)
+        if (ids[i] < 0 || ids[i] >= V)
+            return http_fail(err, 400, "invalid_request_error", NULL, field, "token id %d at index %d is outside the "
+                             "vocabulary", ids[i], i);
+    if (toks->n + (size_t)n > toks->cap) {
+        size_t cap = toks->n + (size_t)n + 1;
+        int32_t *x = realloc(toks->ids, cap * sizeof *x);
+        if (!x) return http_fail(err, 500, "server_error", NULL, NULL, "out of memory");
+        toks->ids = x;
+        toks->cap = cap;
+    }
+    memcpy(toks->ids + toks->n, ids, (size_t)n * sizeof *ids);
+    toks->n += (size_t)n;
+    return 0;
+}
+
+static int append_text(ds_server *s, ds_tokens *toks, const char *text, size_t len, const char *field,
+                       ds_http_error *err) {
+    ds_err e = {0};
+    if (ds_tokenizer_encode(s->tok, text, len, 1, toks, &e) != DS_OK)
+        return http_fail(err, 400, "invalid_request_error", NULL, field, "the %s could not be tokenized: %s",
+                         field, e.msg);
+    return 0;
+}
+
+static int append_special(ds_server *s, ds_tokens *toks, const char *name, ds_http_error *err) {
+    int32_t id = ds_tokenizer_find(s->tok, name);
+    if (id < 0)
+        return http_fail(err, 400, "invalid_request_error", NULL, "suffix", "'suffix' needs fill-in-the-middle, and "
+                         "this model's vocabulary has no %s token", name);
+    return append_ids(s, toks, &id, 1, "suffix", err);
+}
+
+/* logit_bias names tokens the vocabulary has */
+static int check_bias(ds_server *s, const ds_oai_request *r, ds_http_error *err) {
+    int V = ds_tokenizer_n_tokens(s->tok);
+    for (int i = 0; i < r->sampling.n_bias; i++)
+        if (r->sampling.bias[i].token >= V)
+            return http_fail(err, 400, "invalid_request_error", NULL, "logit_bias", "the key '%d' of 'logit_bias' is "
+                             "outside the vocabulary (%d tokens)", r->sampling.bias[i].token, V);
+    return 0;
+}
+
+int ds_completion_prompt_at(ds_server *s, const ds_oai_request *r, int which, ds_tokens *toks, int *opened_reasoning,
+                            ds_http_error *err) {
     memset(err, 0, sizeof *err);
     *toks = (ds_tokens){0};
     if (opened_reasoning) *opened_reasoning = 0;
-    ds_err e = {0};
-    char *text = NULL;
-    size_t tl = 0;
+    if (check_bias(s, r, err)) return -1;
     const char *field = r->kind == DS_OAI_CHAT ? "messages" : "prompt";
+    int rc = 0;
     if (r->kind == DS_OAI_CHAT) {
+        char *text = NULL;
+        size_t tl = 0;
         if (render_prompt(s, r, &text, &tl, err)) return -1;
         if (opened_reasoning) *opened_reasoning = tl >= 8 && !memcmp(text + tl - 8, "<think>\n", 8);
-    } else if (r->prompt) {
-        text = malloc(r->prompt_len + 1);
-        if (!text) return http_fail(err, 500, "server_error", NULL, NULL, "out of memory");
-        memcpy(text, r->prompt, r->prompt_len + 1);
-        tl = r->prompt_len;
-    }
-    if (text) {
-        ds_status st = ds_tokenizer_encode(s->tok, text, tl, 1, toks, &e);
+        rc = append_text(s, toks, text, tl, field, err);
         free(text);
-        if (st != DS_OK)
-            return http_fail(err, 400, "invalid_request_error", NULL, field, "the prompt could not be tokenized: %s", e.msg);
     } else {
-        int V = ds_tokenizer_n_tokens(s->tok);
-        for (int i = 0; i < r->n_prompt_ids; i++)
-            if (r->prompt_ids[i] < 0 || r->prompt_ids[i] >= V)
-                return http_fail(err, 400, "invalid_request_error", NULL, "prompt",
-                                 "token id %d at index %d is outside the vocabulary", r->prompt_ids[i], i);
-        toks->ids = malloc((size_t)(r->n_prompt_ids ? r->n_prompt_ids : 1) * sizeof *toks->ids);
-        if (!toks->ids) return http_fail(err, 500, "server_error", NULL, NULL, "out of memory");
-        memcpy(toks->ids, r->prompt_ids, (size_t)r->n_prompt_ids * sizeof *toks->ids);
-        toks->n = (size_t)r->n_prompt_ids;
+        if (which < 0 || which >= r->n_prompts) return http_fail(err, 400, "invalid_request_error", NULL, field,
+                                                                 "'prompt' has no prompt %d", which);
+        const ds_oai_prompt *p = &r->prompts[which];
+        /* fill in the middle, in Qwen's order: prefix, suffix, then the middle is generated */
+        if (r->suffix) rc = append_special(s, toks, "<|fim_prefix|>", err);
+        if (!rc) rc = p->text ? append_text(s, toks, p->text, p->len, field, err)
+                              : append_ids(s, toks, p->ids, p->n_ids, field, err);
+        if (!rc && r->suffix) rc = append_special(s, toks, "<|fim_suffix|>", err);
+        if (!rc && r->suffix) rc = append_text(s, toks, r->suffix, r->suffix_len, "suffix", err);
+        if (!rc && r->suffix) rc = append_special(s, toks, "<|fim_middle|>", err);
     }
-    if (toks->n == 0) {
+    if (!rc && toks->n == 0) rc = http_fail(err, 400, "invalid_request_error", NULL, field, "the prompt is empty");
+    if (rc) {
         free(toks->ids);
-        toks->ids = NULL;
-        return http_fail(err, 400, "invalid_request_error", NULL, field, "the prompt is empty");
+        *toks = (ds_tokens){0};
     }
-    return 0;
+    return rc;
+}
+
+int ds_completion_prompt(ds_server *s, const ds_oai_request *r, ds_tokens *toks, int *opened_reasoning,
+                         ds_http_error *err) {
+    return ds_completion_prompt_at(s, r, 0, toks, opened_reasoning, err);
 }
 
 ds_completion *ds_completion_start(ds_server *s, ds_oai_request *req, const ds_answer_format *fmt,
@@ -739,9 +804,17 @@ ds_completion *ds_completion_start(ds_server *s, ds_oai_request *req, const ds_a
     if (fmt) fmt->make_id(c->id, sizeof c->id);
     else snprintf(c->id, sizeof c->id, "%s-%llx%06llx", c->req.kind == DS_OAI_CHAT ? "chatcmpl" : "cmpl",
                   (unsigned long long)time(NULL), (unsigned long long)atomic_fetch_add(&seq, 1));
-    ds_tokens toks = {0};
+    int n_prompts = c->req.kind == DS_OAI_CHAT ? 1 : c->req.n_prompts;
+    c->per_prompt = c->req.kind == DS_OAI_COMPLETION && c->req.best_of > c->n ? c->req.best_of : c->n;
+    c->n = n_prompts * c->per_prompt;
+    ds_tokens ptoks[DS_OAI_MAX_CHOICES] = {0};
     ds_err e = {0};
     ds_grammar *grammar = NULL;
+    if (c->n > DS_OAI_MAX_CHOICES) {
+        c->n = 0;
+        http_fail(err, 400, "invalid_request_error", NULL, "n", "more than %d choices in one request", DS_OAI_MAX_CHOICES);
+        goto fail;
+    }
     if (fmt) {
         c->fmt = fmt;
         c->api_body = api_body ? json_incref((json_t *)api_body) : NULL;
@@ -757,31 +830,41 @@ ds_completion *ds_completion_start(ds_server *s, ds_oai_request *req, const ds_a
             goto fail;
         }
     }
-    if (ds_completion_prompt(s, &c->req, &toks, &c->start_in_reasoning, err)) goto fail;
+    for (int p = 0; p < n_prompts; p++) {
+        ds_tokens *t = &ptoks[p];
+        if (ds_completion_prompt_at(s, &c->req, p, t, &c->start_in_reasoning, err)) goto fail;
+        const char *field = c->req.kind == DS_OAI_CHAT ? "messages" : "prompt";
+        int np = (int)t->n, mt = c->req.max_tokens < 0 ? s->ctx - np : c->req.max_tokens;
+        if (np >= s->ctx) {
+            http_fail(err, 400, "invalid_request_error", "context_length_exceeded", field,
+                      "the prompt%s has %d tokens; the context holds %d", n_prompts > 1 ? " (one of several)" : "", np,
+                      s->ctx);
+            goto fail;
+        }
+        /* Anthropic's clients ask for far more than a local context holds (Claude Code: 32000) and
+         * expect the server to cut, as its API does when the model's limit is lower */
+        if (c->req.clamp_max_tokens && np + mt > s->ctx) mt = s->ctx - np;
+        if (np + mt > s->ctx) {
+            http_fail(err, 400, "invalid_request_error", "context_length_exceeded", "max_tokens",
+                      "the prompt (%d tokens) + max_tokens (%d) exceeds the context of %d tokens", np, mt, s->ctx);
+            goto fail;
+        }
+        c->n_prompt += np;
+        for (int k = 0; k < c->per_prompt; k++) {
+            choice *h = &c->ch[p * c->per_prompt + k];
+            h->prompt_index = p;
+            h->n_prompt = np;
+            h->max_tokens = mt;
+        }
+    }
     c->parse_tools = c->req.kind == DS_OAI_CHAT && c->req.tools && c->req.tool_choice != DS_TOOLS_NONE;
-    c->n_prompt = (int)toks.n;
-    if (c->n_prompt >= s->ctx) {
-        http_fail(err, 400, "invalid_request_error", "context_length_exceeded",
-                  c->req.kind == DS_OAI_CHAT ? "messages" : "prompt", "the prompt has %d tokens; the context holds %d", c->n_prompt, s->ctx);
-        goto fail;
-    }
-    c->max_tokens = c->req.max_tokens < 0 ? s->ctx - c->n_prompt : c->req.max_tokens;
-    /* Anthropic's clients ask for far more than a local context holds (Claude Code: 32000) and
-     * expect the server to cut, as its API does when the model's limit is lower */
-    if (c->req.clamp_max_tokens && c->n_prompt + c->max_tokens > s->ctx) c->max_tokens = s->ctx - c->n_prompt;
-    if (c->n_prompt + c->max_tokens > s->ctx) {
-        http_fail(err, 400, "invalid_request_error", "context_length_exceeded", "max_tokens",
-                  "the prompt (%d tokens) + max_tokens (%d) exceeds the context of %d tokens", c->n_prompt,
-                  c->max_tokens, s->ctx);
-        goto fail;
-    }
     const char *trigger = NULL;
     if (request_grammar(c, &grammar, &trigger, err)) goto fail;
     for (int i = 0; i < c->n; i++) {
         choice *h = &c->ch[i];
         h->rq = c;
         h->index = i;
-        h->q_max = c->max_tokens + 2;
+        h->q_max = h->max_tokens + 2;
         if (ds_stream_decoder_init(&h->dec, s->tok, 0, &e) != DS_OK) {
             http_fail(err, 500, "server_error", NULL, NULL, "%s", e.msg);
             goto fail;
@@ -808,8 +891,11 @@ ds_completion *ds_completion_start(ds_server *s, ds_oai_request *req, const ds_a
     uint64_t seed = c->req.seed_given ? 0 : fresh_seed();
     for (int i = 0; i < c->n; i++) {
         choice *h = &c->ch[i];
-        ds_request_params rp = {.prompt = toks.ids, .n_prompt = (int)toks.n, .sampling = c->req.sampling,
-                                .max_tokens = c->max_tokens, .want_logprob = c->req.logprobs,
+        const ds_tokens *t = &ptoks[h->prompt_index];
+        ds_request_params rp = {.prompt = t->ids, .n_prompt = (int)t->n, .sampling = c->req.sampling,
+                                .max_tokens = h->max_tokens,
+                                /* best_of ranks by the candidates' logprobs */
+                                .want_logprob = c->req.logprobs || c->per_prompt > c->req.n,
                                 .n_top_logprobs = c->req.logprobs ? c->req.top_logprobs : 0,
                                 .ignore_eos = c->req.ignore_eos, .on_event = on_event, .user = h};
         if (h->gf) rp.filter = ds_grammar_filter_fn, rp.filter_user = h->gf;
@@ -840,14 +926,13 @@ ds_completion *ds_completion_start(ds_server *s, ds_oai_request *req, const ds_a
                 http_fail(err, 400, "invalid_request_error", NULL, "max_tokens", "%s", e.msg);
             else
                 http_fail(err, 503, "server_error", "server_overloaded", NULL, "%s", e.msg);
-            free(toks.ids);
+            for (int p = 0; p < n_prompts; p++) free(ptoks[p].ids);
             settle(c, OUT_REFUSED);
             ds_completion_release(c);
             return NULL;
         }
     }
-    free(toks.ids);
-    toks.ids = NULL;
+    for (int p = 0; p < n_prompts; p++) free(ptoks[p].ids), ptoks[p].ids = NULL;
     /* wait for the first event, so a failure before any output is still a status */
     for (;;) {
         pthread_mutex_lock(&c->mu);
@@ -885,6 +970,17 @@ ds_completion *ds_completion_start(ds_server *s, ds_oai_request *req, const ds_a
         c->fmt->stream_begin(&c->actx, &c->out);
         if (pending.n) ds_sb_append(&c->out, pending.s, pending.n);
         ds_sb_free(&pending);
+    } else if (c->req.stream && c->req.echo) {   /* each choice's prompt goes first */
+        ds_sb pending = c->out;
+        c->out = (ds_sb){0};
+        for (int i = 0; i < c->n; i++) {
+            ds_sb t = {0};
+            echo_text(c, c->ch[i].prompt_index, &t);
+            emit_chunk(c, &c->ch[i], ds_oai_textn(t.s ? t.s : "", t.n), NULL);
+            ds_sb_free(&t);
+        }
+        if (pending.n) ds_sb_append(&c->out, pending.s, pending.n);
+        ds_sb_free(&pending);
     } else if (c->req.stream && c->req.kind == DS_OAI_CHAT) {   /* role chunks go first */
         ds_sb pending = c->out;
         c->out = (ds_sb){0};
@@ -903,7 +999,7 @@ ds_completion *ds_completion_start(ds_server *s, ds_oai_request *req, const ds_a
     }
     return c;
 fail:
-    free(toks.ids);
+    for (int p = 0; p < n_prompts && p < DS_OAI_MAX_CHOICES; p++) free(ptoks[p].ids);
     ds_grammar_unref(grammar);
     for (int i = 0; i < c->n; i++) c->ch[i].done = 1;
     settle(c, OUT_REFUSED);
@@ -912,6 +1008,24 @@ fail:
 }
 
 /* --- non-streaming --- */
+
+/* The choices to answer with, in order: all of them, or (best_of) for each prompt its n
+ * candidates with the highest cumulative logprob (ties: the earlier candidate), as vLLM ranks
+ * them. Returns how many. */
+static int best_choices(const ds_completion *c, int *order) {
+    int n = c->req.kind == DS_OAI_CHAT ? c->n : c->req.n, k = c->per_prompt, m = 0;
+    for (int p = 0; p * k < c->n; p++) {
+        int cand[DS_OAI_MAX_N];
+        for (int j = 0; j < k; j++) {   /* insertion sort: at most 16 */
+            int i = p * k + j, at = j;
+            for (; at > 0 && c->ch[cand[at - 1]].cum_logprob < c->ch[i].cum_logprob; at--) cand[at] = cand[at - 1];
+            cand[at] = i;
+        }
+        for (int j = 0; j < n && j < k; j++) order[m++] = k == n ? p * k + j : cand[j];
+    }
+    return m;
+}
+
 
 char *ds_completion_wait_json(ds_completion *c, int *status) {
     while (!all_done(c) && !c->client_gone) {
@@ -944,14 +1058,21 @@ char *ds_completion_wait_json(ds_completion *c, int *status) {
     int chat = c->req.kind == DS_OAI_CHAT;
     json_t *o = ds_oai_envelope(c->id, chat ? "chat.completion" : "text_completion", c->created, c->srv->model_name,
                                 c->srv->fingerprint, &arr);
-    for (int i = 0; i < c->n; i++) {
-        choice *h = &c->ch[i];
+    int order[DS_OAI_MAX_CHOICES], n_out = best_choices(c, order);
+    for (int i = 0; i < n_out; i++) {
+        choice *h = &c->ch[order[i]];
         json_t *ch = json_object();
         json_object_set_new(ch, "index", json_integer(i));
         if (chat) {
             json_object_set_new(ch, "message", ds_oai_chat_message(h->content.s, h->content.n, h->reasoning.s, h->reasoning.n,
                                                                    c->start_in_reasoning, h->tool_calls));
             h->tool_calls = NULL;
+        } else if (c->req.echo) {
+            ds_sb t = {0};
+            echo_text(c, h->prompt_index, &t);
+            ds_sb_append(&t, h->content.s ? h->content.s : "", h->content.n);
+            json_object_set_new(ch, "text", ds_oai_textn(t.s, t.n));
+            ds_sb_free(&t);
         } else {
             json_object_set_new(ch, "text", ds_oai_textn(h->content.s, h->content.n));
         }

@@ -45,6 +45,11 @@ ds_completion *ds_completion_start(ds_server *srv, ds_oai_request *req, const st
  * err filled (toks empty); the caller frees toks->ids. */
 int ds_completion_prompt(ds_server *srv, const ds_oai_request *req, ds_tokens *toks, int *opened_reasoning,
                          ds_http_error *err);
+/* The same for prompt `which` of a completions request (several prompts; chat: 0), with its
+ * fill-in-the-middle form when the request has a suffix. Also checks that logit_bias names
+ * tokens of the vocabulary. */
+int ds_completion_prompt_at(ds_server *srv, const ds_oai_request *req, int which, ds_tokens *toks,
+                            int *opened_reasoning, ds_http_error *err);
 int ds_completion_is_stream(const ds_completion *c);
 /* Non-streaming: waits for the end; returns the body (caller frees) and the status in *status. */
 char *ds_completion_wait_json(ds_completion *c, int *status);

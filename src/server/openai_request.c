@@ -237,32 +237,55 @@ static char *dup_str(const json_t *v, size_t *len) {
     return s;
 }
 
-static int parse_prompt(const json_t *root, ds_oai_request *r, ds_oai_error *err) {
-    const json_t *p = get(root, "prompt");
-    if (!p) return fail(err, "prompt", "'prompt' is required");
+static int fail_prompt(ds_oai_error *err) {
+    return fail(err, "prompt", "'prompt' must be a string, an array of strings, an array of token ids or an array "
+                "of arrays of token ids");
+}
+
+/* p: a string, or an array of token ids */
+static int add_prompt(ds_oai_request *r, const json_t *p, ds_oai_error *err) {
+    ds_oai_prompt *o = &r->prompts[r->n_prompts];
     if (json_is_string(p)) {
-        r->prompt = dup_str(p, &r->prompt_len);
-        return r->prompt ? 0 : fail(err, "prompt", "out of memory");
+        o->text = dup_str(p, &o->len);
+        if (!o->text) return fail(err, "prompt", "out of memory");
+        r->n_prompts++;
+        return 0;
     }
-    if (!json_is_array(p)) return fail(err, "prompt", "'prompt' must be a string, an array of strings or of token ids");
-    size_t n = json_array_size(p);
-    if (n == 0) return fail(err, "prompt", "'prompt' must not be empty");
-    const json_t *first = json_array_get(p, 0);
-    if (json_is_string(first)) {
-        if (n > 1) return fail(err, "prompt", "several prompts in one request are not supported; send one per request");
-        r->prompt = dup_str(first, &r->prompt_len);
-        return r->prompt ? 0 : fail(err, "prompt", "out of memory");
-    }
-    if (json_is_array(first)) return fail(err, "prompt", "several prompts in one request are not supported");
-    r->prompt_ids = malloc(n * sizeof *r->prompt_ids);
-    if (!r->prompt_ids) return fail(err, "prompt", "out of memory");
+    if (!json_is_array(p) || !json_array_size(p)) return fail_prompt(err);
+    o->ids = malloc(json_array_size(p) * sizeof *o->ids);
+    if (!o->ids) return fail(err, "prompt", "out of memory");
+    r->n_prompts++;
     size_t i;
     const json_t *t;
     json_array_foreach(p, i, t) {
         double x = json_number_value(t);
-        if (!json_is_number(t) || x != floor(x) || x < 0 || x > 2147483647.0)
-            return fail(err, "prompt", "'prompt' must be a string, an array of strings or of token ids");
-        r->prompt_ids[r->n_prompt_ids++] = (int32_t)x;
+        if (!json_is_number(t) || x != floor(x) || x < 0 || x > 2147483647.0) return fail_prompt(err);
+        o->ids[o->n_ids++] = (int32_t)x;
+    }
+    return 0;
+}
+
+/* a string, an array of token ids (one prompt), or an array of strings or of id arrays (several) */
+static int parse_prompt(const json_t *root, ds_oai_request *r, ds_oai_error *err) {
+    const json_t *p = get(root, "prompt");
+    if (!p) return fail(err, "prompt", "'prompt' is required");
+    if (!json_is_string(p) && !json_is_array(p)) return fail_prompt(err);
+    size_t n = json_is_array(p) ? json_array_size(p) : 1;
+    if (n == 0) return fail(err, "prompt", "'prompt' must not be empty");
+    const json_t *first = json_is_array(p) ? json_array_get(p, 0) : p;
+    int several = json_is_array(p) && (json_is_string(first) || json_is_array(first));
+    if (!several) n = 1;
+    if (n > DS_OAI_MAX_CHOICES)
+        return fail(err, "prompt", "'prompt' has %zu prompts; at most %d are allowed", n, DS_OAI_MAX_CHOICES);
+    r->prompts = calloc(n, sizeof *r->prompts);
+    if (!r->prompts) return fail(err, "prompt", "out of memory");
+    if (!several) return add_prompt(r, p, err);
+    size_t i;
+    const json_t *x;
+    json_array_foreach(p, i, x) {
+        /* a list is of strings or of id lists, not both, as OpenAI's schema has it */
+        if (json_typeof(x) != json_typeof(first)) return fail_prompt(err);
+        if (add_prompt(r, x, err)) return -1;
     }
     return 0;
 }
@@ -478,6 +501,32 @@ static int parse_output(const json_t *root, ds_oai_request *r, ds_oai_error *err
     return 0;
 }
 
+/* OpenAI's logit_bias: {"token id": bias}, ids as decimal strings, biases -100..100, at most
+ * DS_MAX_LOGIT_BIAS entries. Whether an id is in the vocabulary is checked where the vocabulary
+ * is known (ds_completion_prompt). */
+static int parse_logit_bias(const json_t *v, ds_sampling_params *sp, ds_oai_error *err) {
+    static const char F[] = "logit_bias";
+    if (!json_is_object(v)) return fail(err, F, "'logit_bias' must be an object of token ids to numbers");
+    if (json_object_size(v) > DS_MAX_LOGIT_BIAS)
+        return fail(err, F, "'logit_bias' has %zu entries; at most %d are allowed", json_object_size(v), DS_MAX_LOGIT_BIAS);
+    const char *k;
+    size_t kl;
+    const json_t *x;
+    json_object_keylen_foreach((json_t *)v, k, kl, x) {
+        char *end = NULL;
+        long long id = kl && kl <= 10 && k[0] >= '0' && k[0] <= '9' ? strtoll(k, &end, 10) : -1;
+        if (id < 0 || id > INT32_MAX || end != k + kl)
+            return fail(err, F, "the key '%.40s' of 'logit_bias' is not a token id (a non-negative integer written "
+                        "as a string)", k);
+        double b = json_number_value(x);
+        if (!json_is_number(x) || !isfinite(b))
+            return fail(err, F, "'logit_bias.%.40s' must be a number", k);
+        if (b < -100 || b > 100) return fail(err, F, "'logit_bias.%.40s' must be between -100 and 100, got %g", k, b);
+        sp->bias[sp->n_bias++] = (ds_logit_bias){.token = (int32_t)id, .bias = (float)b};
+    }
+    return 0;
+}
+
 static int parse_common(const json_t *root, ds_oai_request *r, ds_oai_error *err) {
     const json_t *v;
     double x;
@@ -535,10 +584,7 @@ static int parse_common(const json_t *root, ds_oai_request *r, ds_oai_error *err
     if (get_bool(root, "store", &store, err) < 0) return -1;
     if (store) return fail(err, "store", "'store': true is not supported: this server stores no completions");
     if (parse_output(root, r, err)) return -1;
-    if ((v = get(root, "logit_bias"))) {
-        if (!json_is_object(v)) return fail(err, "logit_bias", "'logit_bias' must be an object");
-        if (json_object_size(v) > 0) return fail(err, "logit_bias", "'logit_bias' is not supported yet");
-    }
+    if ((v = get(root, "logit_bias")) && parse_logit_bias(v, sp, err)) return -1;
     return 0;
 }
 
@@ -612,20 +658,38 @@ int ds_oai_request_parse_json(const json_t *root, ds_oai_kind kind, ds_oai_reque
             r->logprobs = 1;
             r->top_logprobs = (int)k;
         }
-        int echo = 0;
-        if (get_bool(root, "echo", &echo, err) < 0) goto out;
-        if (echo) {
-            fail(err, "echo", "'echo' is not supported yet");
+        if (get_bool(root, "echo", &r->echo, err) < 0) goto out;
+        if (r->echo && r->logprobs) {
+            /* the prompt's own logprobs would need a scoring pass the engine does not make */
+            fail(err, "echo", "'echo' with 'logprobs' is not supported: this server does not compute the prompt's "
+                 "logprobs; ask without 'logprobs', or without 'echo'");
             goto out;
         }
         const json_t *v = get(root, "suffix");
-        if (v && (!json_is_string(v) || json_string_length(v))) {
-            fail(err, "suffix", "'suffix' is not supported");
+        if (v && !json_is_string(v)) {
+            fail(err, "suffix", "'suffix' must be a string");
             goto out;
         }
+        if (v && json_string_length(v) && !(r->suffix = dup_str(v, &r->suffix_len))) {
+            fail(err, "suffix", "out of memory");
+            goto out;
+        }
+        r->best_of = r->n;
         if ((got = get_int(root, "best_of", 1, DS_OAI_MAX_N, &k, err)) < 0) goto out;
-        if (got && k != r->n) {
-            fail(err, "best_of", "'best_of' other than n is not supported");
+        if (got) {
+            if (k < r->n) {
+                fail(err, "best_of", "'best_of' (%lld) must be at least 'n' (%d)", k, r->n);
+                goto out;
+            }
+            if (k > r->n && r->stream) {
+                fail(err, "best_of", "'best_of' greater than 'n' cannot stream: the best are known only at the end");
+                goto out;
+            }
+            r->best_of = (int)k;
+        }
+        if (r->n_prompts * r->best_of > DS_OAI_MAX_CHOICES) {
+            fail(err, r->best_of > 1 ? "best_of" : "n", "%d prompts x %d choices are more than %d choices in one request",
+                 r->n_prompts, r->best_of, DS_OAI_MAX_CHOICES);
             goto out;
         }
     }
@@ -662,8 +726,9 @@ void ds_oai_request_free(ds_oai_request *r) {
     json_decref(r->template_kwargs);
     free(r->tool_name);
     json_decref(r->output.value);
-    free(r->prompt);
-    free(r->prompt_ids);
+    for (int i = 0; i < r->n_prompts; i++) free(r->prompts[i].text), free(r->prompts[i].ids);
+    free(r->prompts);
+    free(r->suffix);
     for (int i = 0; i < r->n_stop; i++) free(r->stop[i]);
     memset(r, 0, sizeof *r);
 }

@@ -3,9 +3,8 @@
  *
  * Every field is checked for its type and range; a failure names the field
  * (err->param) and says what is wrong (err->message), for a 400. Fields the
- * server knows but does not handle yet (logit_bias, echo, suffix, best_of > 1,
- * several prompts, store: true) are refused with a message saying they are
- * not supported. The output constraints of OpenAI (response_format), vLLM
+ * server knows but does not handle (store: true, echo with logprobs) are
+ * refused with a message saying they are not supported. The output constraints of OpenAI (response_format), vLLM
  * (structured_outputs, guided_*) and llama-server (grammar, json_schema) are
  * gathered into one ds_oai_output: at most one per request. Unknown fields are
  * ignored; README.md lists the known ones that are accepted without effect.
@@ -25,6 +24,8 @@ typedef enum { DS_OAI_CHAT = 0, DS_OAI_COMPLETION } ds_oai_kind;
 typedef enum { DS_TOOLS_NONE = 0, DS_TOOLS_AUTO, DS_TOOLS_REQUIRED, DS_TOOLS_NAMED } ds_tool_choice;
 
 #define DS_OAI_MAX_N 16
+/* engine requests per completions request: prompts x max(n, best_of) */
+#define DS_OAI_MAX_CHOICES 64
 #define DS_OAI_MAX_STOP 16
 /* messages per chat request: bounds the template's work per request whatever the body limit */
 #define DS_OAI_MAX_MESSAGES 4096
@@ -47,6 +48,14 @@ typedef struct {
     int max_space;        /* whitespace bytes in a row between JSON tokens */
 } ds_oai_output;
 
+/* one prompt of a completions request: text, or token ids */
+typedef struct {
+    char *text;                  /* NULL when ids are used */
+    size_t len;
+    int32_t *ids;
+    int n_ids;
+} ds_oai_prompt;
+
 typedef struct {
     ds_oai_kind kind;
     char *model;                 /* NULL when not given */
@@ -58,10 +67,12 @@ typedef struct {
     char *tool_name;             /* DS_TOOLS_NAMED */
     int strict_tools;            /* a function of tools has strict: true (its arguments follow its schema) */
     /* completions */
-    char *prompt;                /* text, or NULL when prompt_ids is used */
-    size_t prompt_len;
-    int32_t *prompt_ids;
-    int n_prompt_ids;
+    ds_oai_prompt *prompts;      /* in order; each has its own n choices */
+    int n_prompts;
+    int echo;                    /* the prompt's text comes before each choice's text */
+    char *suffix;                /* fill-in-the-middle: the text after the completion (NULL: none) */
+    size_t suffix_len;
+    int best_of;                 /* candidates per prompt (>= n); the n most likely are returned */
     /* both */
     ds_sampling_params sampling;
     int seed_given;

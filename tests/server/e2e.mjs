@@ -469,7 +469,7 @@ async function mainSuite() {
     ['prompt missing', '/v1/completions', { model: MODEL }, 400, 'prompt'],
     ['prompt wrong type', '/v1/completions', { prompt: 5 }, 400, 'prompt'],
     ['token id outside the vocabulary', '/v1/completions', { prompt: [1, 99999999], max_tokens: 2 }, 400, 'prompt'],
-    ['echo unsupported', '/v1/completions', { prompt: 'x', echo: true }, 400, 'echo'],
+    ['echo with logprobs unsupported', '/v1/completions', { prompt: 'x', echo: true, logprobs: 1 }, 400, 'echo'],
     ['unknown model', '/v1/chat/completions', chatBody({ model: 'no-such-model' }), 404, 'model', 'model_not_found'],
     // parameters OpenAI defines are checked as OpenAI checks them, not ignored (issue 12)
     ['metadata with 17 keys', '/v1/chat/completions', chatBody({ metadata: Object.fromEntries([...Array(17)].map((_, i) => [`k${i}`, 'v'])) }), 400, 'metadata'],

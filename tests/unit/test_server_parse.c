@@ -241,7 +241,7 @@ static void test_request(void) {
         ds_oai_request_free(&r);
     }
     REQUIRE(parse("{\"prompt\":[1,2,3],\"logprobs\":2}", DS_OAI_COMPLETION, &r, &err) == 0, "%s", err.message);
-    CHECK(r.n_prompt_ids == 3 && r.logprobs && r.top_logprobs == 2, "%s", "");
+    CHECK(r.n_prompts == 1 && r.prompts[0].n_ids == 3 && r.logprobs && r.top_logprobs == 2, "%s", "");
     ds_oai_request_free(&r);
 }
 
@@ -331,6 +331,53 @@ static void test_error_body(void) {
     free(s);
 }
 
+/* The completions fields of issue 16: several prompts, echo, suffix, best_of, logit_bias (both kinds). */
+static void test_request_completions_fields(void) {
+    ds_oai_request r;
+    ds_oai_error err;
+    REQUIRE(parse("{\"prompt\":[\"ab\",\"c\",\"\"],\"n\":2,\"best_of\":3,\"echo\":true,\"suffix\":\"zz\","
+                  "\"logit_bias\":{\"5\":-100,\"17\":100,\"0\":0.5}}", DS_OAI_COMPLETION, &r, &err) == 0, "%s", err.message);
+    CHECK(r.n_prompts == 3 && r.prompts[0].len == 2 && !strcmp(r.prompts[1].text, "c") && r.prompts[2].len == 0,
+          "%d prompts", r.n_prompts);
+    CHECK(r.n == 2 && r.best_of == 3 && r.echo && r.suffix && r.suffix_len == 2, "n %d best_of %d", r.n, r.best_of);
+    CHECK(r.sampling.n_bias == 3 && r.sampling.bias[0].token == 5 && r.sampling.bias[0].bias == -100 &&
+          r.sampling.bias[1].token == 17 && r.sampling.bias[1].bias == 100 && r.sampling.bias[2].bias == 0.5f,
+          "%d biases", r.sampling.n_bias);
+    ds_oai_request_free(&r);
+    REQUIRE(parse("{\"prompt\":[[1,2],[3]],\"suffix\":\"\"}", DS_OAI_COMPLETION, &r, &err) == 0, "%s", err.message);
+    CHECK(r.n_prompts == 2 && r.prompts[0].n_ids == 2 && r.prompts[1].ids[0] == 3 && !r.suffix && r.best_of == 1, "%s", "");
+    ds_oai_request_free(&r);
+    REQUIRE(parse("{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"logit_bias\":{\"7\":-3}}", DS_OAI_CHAT, &r,
+                  &err) == 0, "%s", err.message);
+    CHECK(r.sampling.n_bias == 1 && r.sampling.bias[0].token == 7 && r.sampling.bias[0].bias == -3, "%s", "");
+    ds_oai_request_free(&r);
+    char many[8000];
+    int at = snprintf(many, sizeof many, "{\"prompt\":\"x\",\"logit_bias\":{");
+    for (int i = 0; i < 301; i++) at += snprintf(many + at, sizeof many - (size_t)at, "%s\"%d\":1", i ? "," : "", i);
+    snprintf(many + at, sizeof many - (size_t)at, "}}");
+    struct { const char *body; const char *param, *says; } bad[] = {
+        {"{\"prompt\":[\"a\",[1]]}", "prompt", "array"},
+        {"{\"prompt\":[[1],[]]}", "prompt", "array"},
+        {"{\"prompt\":\"x\",\"echo\":true,\"logprobs\":1}", "echo", "not supported"},
+        {"{\"prompt\":\"x\",\"suffix\":3}", "suffix", "string"},
+        {"{\"prompt\":\"x\",\"best_of\":1,\"n\":2}", "best_of", "at least"},
+        {"{\"prompt\":\"x\",\"best_of\":2,\"stream\":true}", "best_of", "stream"},
+        {"{\"prompt\":[\"a\",\"b\",\"c\",\"d\",\"e\"],\"best_of\":16}", "best_of", "choices"},
+        {"{\"prompt\":\"x\",\"logit_bias\":{\"abc\":1}}", "logit_bias", "'abc'"},
+        {"{\"prompt\":\"x\",\"logit_bias\":{\"-1\":1}}", "logit_bias", "'-1'"},
+        {"{\"prompt\":\"x\",\"logit_bias\":{\"12\":100.5}}", "logit_bias", "logit_bias.12"},
+        {"{\"prompt\":\"x\",\"logit_bias\":{\"12\":\"1\"}}", "logit_bias", "logit_bias.12"},
+        {"{\"prompt\":\"x\",\"logit_bias\":[1]}", "logit_bias", "object"},
+        {many, "logit_bias", "at most 300"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        CHECK(parse(bad[i].body, DS_OAI_COMPLETION, &r, &err) == -1, "%.80s", bad[i].body);
+        CHECK(!strcmp(err.param, bad[i].param) && strstr(err.message, bad[i].says), "%.80s: param '%s': %s", bad[i].body,
+              err.param, err.message);
+        ds_oai_request_free(&r);
+    }
+}
+
 /* U+0000 is a character like any other (issue 12): it stays in the prompt, the
  * messages, tool arguments and stop strings with everything after it. */
 static void test_request_nul(void) {
@@ -338,7 +385,7 @@ static void test_request_nul(void) {
     ds_oai_error err;
     REQUIRE(parse("{\"prompt\":\"abc\\u0000def ghi jkl\",\"stop\":[\"x\\u0000y\"]}", DS_OAI_COMPLETION, &r, &err) == 0, "%s",
             err.message);
-    CHECK(r.prompt_len == 15 && !memcmp(r.prompt, "abc\0def ghi jkl", 16), "prompt of %zu bytes", r.prompt_len);
+    CHECK(r.prompts[0].len == 15 && !memcmp(r.prompts[0].text, "abc\0def ghi jkl", 16), "prompt of %zu bytes", r.prompts[0].len);
     CHECK(r.n_stop == 1 && r.stop_len[0] == 3 && !memcmp(r.stop[0], "x\0y", 3), "stop of %zu bytes", r.stop_len[0]);
     ds_oai_request_free(&r);
     REQUIRE(parse("{\"messages\":[{\"role\":\"user\",\"content\":[{\"type\":\"text\",\"text\":\"a\\u0000b\"},"
@@ -368,7 +415,7 @@ static void test_request_json_text(void) {
     REQUIRE(parse("{\"prompt\":\"broken \\ud83d surrogate \\udc00\\ud83d\\ude00 \\\\ud83d\"}", DS_OAI_COMPLETION, &r, &err) == 0,
             "%s", err.message);
     const char want[] = "broken \xEF\xBF\xBD surrogate \xEF\xBF\xBD\xF0\x9F\x98\x80 \\ud83d";
-    CHECK(r.prompt_len == sizeof want - 1 && !memcmp(r.prompt, want, sizeof want), "got '%s'", r.prompt);
+    CHECK(r.prompts[0].len == sizeof want - 1 && !memcmp(r.prompts[0].text, want, sizeof want), "got '%s'", r.prompts[0].text);
     ds_oai_request_free(&r);
     char deep[2200 + 64];
     for (int depth = 1001; depth <= 1100; depth += 99) {
@@ -433,6 +480,7 @@ static void test_metrics_label(void) {
 }
 
 int main(void) {
+    RUN(test_request_completions_fields);
     RUN(test_stop_filter);
     RUN(test_reasoning);
     RUN(test_tool_calls);

@@ -14,7 +14,10 @@
  *   - under a token filter that narrows the choices (and follows refused
  *     drafts back), requests still draft, and their tokens and logprobs are
  *     plain constrained decoding's, greedy and seeded, k up to the most,
- *     alone and batched with unconstrained requests. */
+ *     alone and batched with unconstrained requests;
+ *   - logit_bias: the tokens and logprobs of biased requests are plain
+ *     decoding's with the same bias, greedy and seeded, with speculation;
+ *     -100 bans a token, 100 forces one. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -531,6 +534,59 @@ static void constrained_case(float agree) {
 static void test_constrained_identical_100(void) { constrained_case(1.0f); }
 static void test_constrained_identical_50(void) { constrained_case(0.5f); }
 
+/* A bias goes through the one sampling function every path uses: drafts, verification and plain
+ * decoding agree bit for bit, and the bias does what it says. */
+static void bias_case(float agree) {
+    loaded l;
+    REQUIRE(load(agree, &l) == 0, "load");
+    int n = ds_test_scaled(40);
+    make_prompts(n);
+    static outs C;
+    for (int seeded = 0; seeded < 2; seeded++) {
+        ds_sampling_params sp;
+        ds_sampling_defaults(&sp);
+        sp.temperature = seeded ? 1.0f : 0.0f;
+        ds_engine_stats s0, s1;
+        REQUIRE(run(l.m, 0, 16, n, &sp, seeded, &A, &s0) == 0, "plain, no bias");
+        /* ban every token the unbiased run produced first, lift a few others */
+        for (int r = 0; r < n && sp.n_bias < DS_MAX_LOGIT_BIAS; r++) {
+            int seen = 0;
+            for (int i = 0; i < sp.n_bias; i++) seen |= sp.bias[i].token == A.tok[r][0];
+            if (!seen) sp.bias[sp.n_bias++] = (ds_logit_bias){.token = A.tok[r][0], .bias = -100};
+        }
+        for (int32_t t = 500; t < 505; t++) sp.bias[sp.n_bias++] = (ds_logit_bias){.token = t, .bias = 3.5f};
+        REQUIRE(run(l.m, 0, 16, n, &sp, seeded, &B, &s0) == 0, "plain, biased");
+        REQUIRE(run(l.m, 3, 16, n, &sp, seeded, &C, &s1) == 0, "speculative, biased");
+        int same = 0, banned = 0, changed = 0;
+        for (int r = 0; r < n; r++) {
+            same += B.n[r] == GEN && C.n[r] == GEN && !memcmp(B.tok[r], C.tok[r], sizeof B.tok[r]) &&
+                    !memcmp(B.lp[r], C.lp[r], sizeof B.lp[r]);
+            changed += memcmp(A.tok[r], B.tok[r], sizeof A.tok[r]) != 0;
+            for (int j = 0; j < GEN; j++)
+                for (int i = 0; i < sp.n_bias; i++) banned += sp.bias[i].bias < 0 && B.tok[r][j] == sp.bias[i].token;
+        }
+        printf("     agree %.0f%% %s: %d/%d identical with speculation; drafted %lld accepted %lld\n", agree * 100,
+               seeded ? "seeded" : "greedy", same, n, (long long)s1.spec_drafted, (long long)s1.spec_accepted);
+        CHECK(same == n, "%s: %d/%d biased requests identical with speculation", seeded ? "seeded" : "greedy", same, n);
+        CHECK(banned == 0, "%d banned tokens were drawn", banned);
+        CHECK(changed == n, "the bias changed %d/%d answers (each one's first token is banned)", changed, n);
+        CHECK(s1.spec_drafted > 0, "%s", "no drafts: speculation was not exercised");
+        /* 100 forces: every token is the forced one, drafts included */
+        sp.n_bias = 1;
+        sp.bias[0] = (ds_logit_bias){.token = 77, .bias = 100};
+        REQUIRE(run(l.m, 3, 16, n, &sp, seeded, &C, &s1) == 0, "speculative, forced");
+        int forced = 0;
+        for (int r = 0; r < n; r++)
+            for (int j = 0; j < C.n[r]; j++) forced += C.tok[r][j] == 77;
+        CHECK(forced == n * GEN, "%d/%d tokens are the forced one", forced, n * GEN);
+        if (agree >= 1.0f) CHECK(s1.spec_accepted > 0, "%s", "forced drafts were never accepted");
+    }
+    unload(&l);
+}
+
+static void test_logit_bias_identical_100(void) { bias_case(1.0f); }
+static void test_logit_bias_identical_50(void) { bias_case(0.5f); }
+
 int main(void) {
     snprintf(tmpdir, sizeof tmpdir, "/tmp/ds-spec-XXXXXX");
     if (!mkdtemp(tmpdir)) return 1;
@@ -546,6 +602,8 @@ int main(void) {
     RUN(test_seed_repeats_on_one_engine);
     RUN(test_constrained_identical_100);
     RUN(test_constrained_identical_50);
+    RUN(test_logit_bias_identical_100);
+    RUN(test_logit_bias_identical_50);
     char cmd[600];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);
     if (system(cmd) != 0) printf("could not remove %s\n", tmpdir);

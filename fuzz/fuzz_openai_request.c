@@ -1,7 +1,11 @@
 /* fuzz_openai_request.c - an HTTP request body to parameters
  * (server/openai_request.h), as the server does it before the engine.
  * Input: one byte of settings (bit 0: /v1/completions instead of chat;
- * bit 1: render the chat template on a parsed chat request), then the body.
+ * bit 1: render the chat template on a parsed chat request; bits 2-3: the
+ * API whose body it is: 0 OpenAI's, 1 the Responses API, 2 Anthropic's
+ * Messages API, 3 a Messages count_tokens body), then the body. The Responses
+ * and Messages bodies are translated to a chat request (responses_api.h,
+ * messages_api.h), which must hold the same invariants as a chat body's.
  * Invariants:
  *   - a refusal has a message, and its error body (the 400 the server sends)
  *     is well-formed UTF-8 JSON that parses back;
@@ -15,8 +19,10 @@
 #include "fuzz.h"
 #include "jinja/jinja.h"
 #include "server/json_text.h"
+#include "server/messages_api.h"
 #include "server/openai_request.h"
 #include "server/openai_response.h"
+#include "server/responses_api.h"
 #include "tokenizer/default_chat_template.h"
 #include "tokenizer/utf8.h"
 
@@ -24,9 +30,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 static ds_jinja *or_template;
 
-static void or_check_error(const ds_oai_error *err) {
+/* fmt: the API whose error shape the 400 takes (NULL: OpenAI's) */
+static void or_check_error(const ds_oai_error *err, const ds_answer_format *fmt) {
     FUZZ_CHECK(err->message[0] != 0, "a refusal without a message (param '%s')", err->param);
-    char *body = ds_oai_error_json("invalid_request_error", err->code, err->param, err->message);
+    char *body = fmt ? fmt->error_body(400, "invalid_request_error", err->code, err->param, err->message)
+                     : ds_oai_error_json("invalid_request_error", err->code, err->param, err->message);
     FUZZ_CHECK(body != NULL, "no error body");
     size_t n = strlen(body);
     FUZZ_CHECK(ds_utf8_valid_prefix((const uint8_t *)body, n) == n, "the error body is not UTF-8: %s", body);
@@ -101,19 +109,45 @@ static void or_check_request(const ds_oai_request *r, ds_oai_kind kind, int rend
     json_decref(ctx);
 }
 
+/* A Responses or Messages body: refused with a message in the API's shape, or a chat request */
+static void or_translated(const char *body, size_t n, int api, int render) {
+    char msg[200];
+    json_t *root = ds_json_parse(body, n, msg, sizeof msg);
+    if (!root || !json_is_object(root)) {   /* the server refuses these before translating */
+        json_decref(root);
+        return;
+    }
+    ds_oai_request r;
+    ds_oai_error err;
+    const ds_answer_format *fmt = api == 1 ? &ds_responses_format : &ds_messages_format;
+    int rc = api == 1 ? ds_responses_parse(root, &r, &err) : ds_messages_parse(root, api == 3, &r, &err);
+    if (rc != 0) {
+        or_check_error(&err, fmt);
+    } else {
+        or_check_request(&r, DS_OAI_CHAT, render);
+        ds_oai_request_free(&r);
+    }
+    json_decref(root);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (size < 1) return 0;
     ds_oai_kind kind = data[0] & 1 ? DS_OAI_COMPLETION : DS_OAI_CHAT;
-    int render = (data[0] >> 1) & 1;
+    int render = (data[0] >> 1) & 1, api = (data[0] >> 2) & 3;
     /* the server hands the parser its body buffer, which is not NUL-terminated */
     size_t n = size - 1;
     char *body = malloc(n ? n : 1);
     if (!body) return 0;
     if (n) memcpy(body, data + 1, n);
+    if (api) {
+        or_translated(body, n, api, render);
+        free(body);
+        return 0;
+    }
     ds_oai_request r;
     ds_oai_error err;
     if (ds_oai_request_parse(body, n, kind, &r, &err) != 0) {
-        or_check_error(&err);
+        or_check_error(&err, NULL);
     } else {
         or_check_request(&r, kind, render);
         ds_oai_request_free(&r);

@@ -211,6 +211,36 @@ put("fuzz_openai_request", "invalid_utf8", bytes([CHAT | RENDER]) +
     b'{"messages": [{"role": "user", "content": "\xff\xfe caf\xe9 \xf0\x9f\x98"}], "model": "\xe2\x82"}')
 put("fuzz_openai_request", "trailing", bytes([COMPLETION]) + b'{"prompt": "x"}  \n\t ')
 
+# the Responses and Messages APIs (bits 2-3 of the settings byte): what Codex CLI and Claude Code send
+RESPONSES, MESSAGES, COUNT = 4, 8, 12
+put("fuzz_openai_request", "responses_codex", bytes([RESPONSES | RENDER]) + json.dumps({
+    "model": "default", "stream": True, "store": False, "tool_choice": "auto", "parallel_tool_calls": True,
+    "reasoning": {"summary": "auto", "effort": "low"}, "include": ["reasoning.encrypted_content"],
+    "prompt_cache_key": "k", "client_metadata": {"originator": "codex_exec"}, "max_output_tokens": 64,
+    "input": [
+        {"type": "message", "id": "msg_1", "role": "developer", "content": [{"type": "input_text", "text": "Be brief."}]},
+        {"type": "message", "id": "msg_2", "role": "user", "content": [{"type": "input_text", "text": "ls"}]},
+        {"type": "reasoning", "id": "rs_1", "summary": [{"type": "summary_text", "text": "run it"}], "content": []},
+        {"type": "function_call", "call_id": "call_1", "name": "shell", "arguments": "{\"cmd\": \"ls\"}"},
+        {"type": "function_call_output", "call_id": "call_1", "output": "a b"},
+        {"role": "assistant", "content": [{"type": "output_text", "text": "done"}]}],
+    "tools": [{"type": "function", "name": "shell", "strict": False,
+               "parameters": {"type": "object", "properties": {"cmd": {"type": "string"}}}},
+              {"type": "namespace", "name": "mcp", "tools": []}, {"type": "web_search", "external_web_access": False}],
+    "text": {"format": {"type": "json_schema", "name": "x", "schema": {"type": "object"}}}}).encode())
+put("fuzz_openai_request", "responses_string", bytes([RESPONSES]) + json.dumps({"input": "hi", "instructions": "be kind"}).encode())
+with open(os.path.join(ROOT, "tests", "server", "claude_code_request.json"), "rb") as f:
+    put("fuzz_openai_request", "messages_claude_code", bytes([MESSAGES | RENDER]) + f.read())
+put("fuzz_openai_request", "messages_tools", bytes([MESSAGES | RENDER]) + json.dumps({
+    "model": "default", "max_tokens": 16, "system": [{"type": "text", "text": "s"}], "stop_sequences": ["x"],
+    "tool_choice": {"type": "tool", "name": "f"}, "thinking": {"type": "enabled", "budget_tokens": 1024},
+    "tools": [{"name": "f", "input_schema": {"type": "object"}}],
+    "messages": [{"role": "user", "content": "q"},
+                 {"role": "assistant", "content": [{"type": "thinking", "thinking": "t", "signature": ""},
+                                                   {"type": "tool_use", "id": "toolu_1", "name": "f", "input": {}}]},
+                 {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "toolu_1", "content": "r"}]}]}).encode())
+put("fuzz_openai_request", "messages_count", bytes([COUNT]) + json.dumps({"model": "default", "messages": [{"role": "user", "content": "q"}]}).encode())
+
 # --- grammar (GBNF text, NUL, the bytes fed to the matcher) ---
 GRAMMARS = [
     ("json_like", 'root ::= "{" ws (pair ("," ws pair)*)? "}"\npair ::= str ":" ws (str | [0-9]+)\n'

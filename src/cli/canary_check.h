@@ -35,7 +35,7 @@ void ds_canary_check(ds_canary *c, int cond, const char *name, const char *fmt, 
 ds_http_req *ds_canary_send(const ds_canary_opts *o, ds_client_api api, const char *body, int stream,
                             ds_sse_cb on_event, void *ud, ds_canary *c);
 
-/* The text of a JSON integer count, or -1 when v is not a non-negative integer. */
+/* The value of a JSON count, or -1 when v is not a non-negative integer. */
 long ds_canary_count(const json_t *v);
 
 /* The four requests of the Responses and Messages APIs. */

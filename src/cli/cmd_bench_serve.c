@@ -1,6 +1,8 @@
 /* cmd_bench_serve.c - `deltaserve bench-serve URL`: a client-side serving
  * benchmark of an OpenAI-compatible server (chat or text completions,
- * --endpoint), measured the way
+ * --endpoint; or the same workload through the Responses or Anthropic
+ * Messages API, --api, whose text deltas and end events play the chunks'
+ * and [DONE]'s parts), measured the way
  * `vllm bench serve` measures (docs: serving-notes.md, section 2):
  *   TTFT  send -> first streamed chunk carrying text (content or reasoning);
  *   TPOT  per request (E2E - TTFT) / (output tokens - 1);
@@ -30,6 +32,7 @@
 #include <string.h>
 
 #include "cli/args.h"
+#include "cli/client_api.h"
 #include "cli/commands.h"
 #include "cli/http_client.h"
 #include "server/json_text.h"
@@ -51,6 +54,9 @@ static void usage(FILE *f) {
             "  --seed S             seed of the prompts and arrival times (default 0)\n"
             "  --no-ignore-eos      never send ignore_eos\n"
             "  --endpoint E         chat (default: /v1/chat/completions) or completions (/v1/completions)\n"
+            "  --api A              chat (default), responses (/v1/responses) or messages (Anthropic's\n"
+            "                       /v1/messages, key as x-api-key): the same workload through that API\n"
+            "  --thinking on|off    ask for thinking on or off in the API's words (default: not sent)\n"
             "  --temperature T      sent with every request (default: not sent, the server's default)\n"
             "  --timeout S          seconds allowed per request (default 600)\n"
             "  --json               print the results as one JSON object\n"
@@ -124,6 +130,83 @@ typedef struct {
     int oom;
 } req_state;
 
+static void text_chunk(req_state *s, double t) {
+    if (s->text_chunks++ == 0) s->t_first = t;
+    else if (dvec_push(&s->itl, t - s->t_last)) s->oom = 1;
+    s->t_last = t;
+}
+
+static void set_finish(req_state *s, const char *f) {
+    if (s->finish_count++ == 0) snprintf(s->finish, sizeof s->finish, "%s", f);
+}
+
+/* OpenAI Responses events: text from output_text / reasoning deltas, the end
+ * and usage from response.completed / .incomplete (.failed: a failure). */
+static void on_responses_event(void *ud, const char *event, const char *data, size_t len, double t) {
+    req_state *s = ud;
+    if (s->done) s->after_done++;
+    json_t *j = ds_json_parse(data, len, NULL, 0);
+    const json_t *type = json_object_get(j, "type");
+    const char *ty = json_is_string(type) ? json_string_value(type) : NULL;
+    if (!ty) {
+        if (s->non_json++ == 0) snprintf(s->err, sizeof s->err, "data is not a JSON object with a type: %.120s", data);
+    } else if (!strcmp(ty, "error") || !strcmp(event, "error")) {
+        if (s->error_events++ == 0) snprintf(s->err, sizeof s->err, "error event: %.150s", data);
+    } else if (!strcmp(ty, "response.output_text.delta") || !strcmp(ty, "response.reasoning_text.delta") ||
+               !strcmp(ty, "response.reasoning_summary_text.delta")) {
+        if (json_string_length(json_object_get(j, "delta"))) text_chunk(s, t);
+    } else if (!strcmp(ty, "response.completed") || !strcmp(ty, "response.incomplete") || !strcmp(ty, "response.failed")) {
+        const json_t *resp = json_object_get(j, "response");
+        const json_t *st = json_object_get(resp, "status");
+        s->done++;
+        set_finish(s, ds_json_str_is(st, "completed") ? "stop"
+                      : ds_json_str_is(st, "incomplete") ? "length"
+                      : json_is_string(st) ? json_string_value(st) : "(no status)");
+        const json_t *u = json_object_get(resp, "usage");
+        if (json_is_object(u) && s->usage_count++ == 0) {
+            const json_t *p = json_object_get(u, "input_tokens"), *c = json_object_get(u, "output_tokens");
+            s->usage_prompt = json_is_number(p) ? (long)json_number_value(p) : -1;
+            s->usage_completion = json_is_number(c) ? (long)json_number_value(c) : -1;
+        }
+    }
+    json_decref(j);
+}
+
+/* Anthropic Messages events: text from text / thinking deltas, input tokens
+ * from message_start, stop_reason and output tokens from message_delta, the
+ * end at message_stop. */
+static void on_messages_event(void *ud, const char *event, const char *data, size_t len, double t) {
+    req_state *s = ud;
+    if (s->done) s->after_done++;
+    json_t *j = ds_json_parse(data, len, NULL, 0);
+    const json_t *type = json_object_get(j, "type");
+    const char *ty = json_is_string(type) ? json_string_value(type) : NULL;
+    if (!ty) {
+        if (s->non_json++ == 0) snprintf(s->err, sizeof s->err, "data is not a JSON object with a type: %.120s", data);
+    } else if (!strcmp(ty, "error") || !strcmp(event, "error")) {
+        if (s->error_events++ == 0) snprintf(s->err, sizeof s->err, "error event: %.150s", data);
+    } else if (!strcmp(ty, "message_start")) {
+        const json_t *p = json_object_get(json_object_get(json_object_get(j, "message"), "usage"), "input_tokens");
+        s->usage_prompt = json_is_number(p) ? (long)json_number_value(p) : -1;
+    } else if (!strcmp(ty, "content_block_delta")) {
+        const json_t *d = json_object_get(j, "delta");
+        if (json_string_length(json_object_get(d, "text")) || json_string_length(json_object_get(d, "thinking")))
+            text_chunk(s, t);
+    } else if (!strcmp(ty, "message_delta")) {
+        const json_t *sr = json_object_get(json_object_get(j, "delta"), "stop_reason");
+        const json_t *c = json_object_get(json_object_get(j, "usage"), "output_tokens");
+        set_finish(s, ds_json_str_is(sr, "end_turn") || ds_json_str_is(sr, "stop_sequence") ? "stop"
+                      : ds_json_str_is(sr, "max_tokens") ? "length"
+                      : json_is_string(sr) ? json_string_value(sr) : "(no stop_reason)");
+        s->usage_completion = json_is_number(c) ? (long)json_number_value(c) : -1;
+        s->usage_count = 1;
+    } else if (!strcmp(ty, "message_stop")) {
+        s->done++;
+    }
+    json_decref(j);
+}
+
+/* OpenAI chat and text completion chunks. */
 static void on_event(void *ud, const char *event, const char *data, size_t len, double t) {
     req_state *s = ud;
     if (s->done) s->after_done++;
@@ -153,11 +236,7 @@ static void on_event(void *ud, const char *event, const char *data, size_t len, 
                                : json_object_get(ch, "text"); /* completions chunk */
         const json_t *rc = json_object_get(delta, "reasoning_content");
         if (!rc) rc = json_object_get(delta, "reasoning");
-        if (json_string_length(c) || json_string_length(rc)) {
-            if (s->text_chunks++ == 0) s->t_first = t;
-            else if (dvec_push(&s->itl, t - s->t_last)) s->oom = 1;
-            s->t_last = t;
-        }
+        if (json_string_length(c) || json_string_length(rc)) text_chunk(s, t);
         const json_t *fr = json_object_get(ch, "finish_reason");
         if (fr && !json_is_null(fr) && s->finish_count++ == 0)
             snprintf(s->finish, sizeof s->finish, "%s", json_is_string(fr) ? json_string_value(fr) : "(not a string)");
@@ -187,7 +266,8 @@ static const char *failure(req_state *s, char *detail, size_t n) {
     if (strcmp(s->finish, "stop") && strcmp(s->finish, "length"))
         return snprintf(detail, n, "finish_reason \"%s\"", s->finish), "bad finish_reason";
     if (!s->done || s->after_done)
-        return snprintf(detail, n, "%s", s->done ? "events after [DONE]" : "stream ended without [DONE]"), "no [DONE]";
+        return snprintf(detail, n, "%s", s->done ? "events after the stream's end" : "stream ended without [DONE], "
+                                                   "response.completed or message_stop"), "no [DONE]";
     if (s->text_chunks == 0) return snprintf(detail, n, "no chunk carried text"), "empty output";
     if (s->usage_count && (s->usage_prompt <= 0 || s->usage_completion <= 0))
         return snprintf(detail, n, "usage prompt_tokens=%ld completion_tokens=%ld", s->usage_prompt, s->usage_completion),
@@ -245,6 +325,8 @@ typedef struct {
     double rate, timeout, temperature; /* temperature < 0: not sent */
     uint64_t seed;
     int shared, json, ignore_eos, completions; /* completions: /v1/completions instead of chat */
+    int thinking;                              /* -1: not sent, 0 off, 1 on */
+    ds_client_api api;
 } bench_opts;
 
 typedef struct {
@@ -284,10 +366,14 @@ static void add_failure(bench_result *res, const char *reason, const char *detai
 /* a number for the JSON text: one that is not finite has no JSON form and is written as null */
 static json_t *num_json(double x) { return isfinite(x) ? json_real(x) : json_null(); }
 
+/* The same request in each API's words: the prompt as one user message (or
+ * text), max_tokens, streamed with usage, ignore_eos, temperature, thinking. */
 static char *request_body(const bench_opts *o, const char *prompt, long max_tokens, int ignore_eos) {
     json_t *r = json_object();
     if (o->model) json_object_set_new(r, "model", ds_json_text(o->model));
-    if (o->completions) {
+    if (o->api == DS_CLIENT_RESPONSES) {
+        json_object_set_new(r, "input", ds_json_text(prompt));
+    } else if (o->completions) {
         json_object_set_new(r, "prompt", ds_json_text(prompt));
     } else {
         json_t *m = json_object();
@@ -297,16 +383,34 @@ static char *request_body(const bench_opts *o, const char *prompt, long max_toke
         json_array_append_new(msgs, m);
         json_object_set_new(r, "messages", msgs);
     }
-    json_object_set_new(r, "max_tokens", json_integer(max_tokens));
+    json_object_set_new(r, o->api == DS_CLIENT_RESPONSES ? "max_output_tokens" : "max_tokens", json_integer(max_tokens));
     json_object_set_new(r, "stream", json_boolean(1));
-    json_t *so = json_object();
-    json_object_set_new(so, "include_usage", json_true());
-    json_object_set_new(r, "stream_options", so);
+    if (o->api == DS_CLIENT_CHAT) {
+        json_t *so = json_object();
+        json_object_set_new(so, "include_usage", json_true());
+        json_object_set_new(r, "stream_options", so);
+    }
+    if (o->api == DS_CLIENT_RESPONSES) json_object_set_new(r, "store", json_false());
     if (ignore_eos) json_object_set_new(r, "ignore_eos", json_boolean(1));
     if (o->temperature >= 0) json_object_set_new(r, "temperature", num_json(o->temperature));
+    if (o->thinking >= 0) {
+        if (o->api == DS_CLIENT_RESPONSES)
+            json_object_set_new(r, "reasoning", json_pack("{s:s}", "effort", o->thinking ? "medium" : "none"));
+        else if (o->api == DS_CLIENT_MESSAGES)
+            json_object_set_new(r, "thinking", o->thinking ? json_pack("{s:s,s:I}", "type", "enabled", "budget_tokens",
+                                                                       (json_int_t)(max_tokens > 1 ? max_tokens - 1 : 1))
+                                                           : json_pack("{s:s}", "type", "disabled"));
+        else if (!o->completions)
+            json_object_set_new(r, "chat_template_kwargs", json_pack("{s:b}", "enable_thinking", o->thinking));
+    }
     char *s = ds_json_dump(r);
     json_decref(r);
     return s;
+}
+
+/* The event parser for the API's stream. */
+static ds_sse_cb event_cb(const bench_opts *o) {
+    return o->api == DS_CLIENT_RESPONSES ? on_responses_event : o->api == DS_CLIENT_MESSAGES ? on_messages_event : on_event;
 }
 
 /* The prompt of request i (malloc'd). */
@@ -335,7 +439,7 @@ static int probe(bench_opts *o, const char *url) {
     for (int attempt = o->ignore_eos ? 0 : 1; attempt < 2 && rc; attempt++) {
         req_state s = {0};
         char *body = request_body(o, prompt, o->output_len < 4 ? o->output_len : 4, attempt == 0);
-        ds_http_req *r = body ? ds_http_req_new(url, o->api_key, body, 1, on_event, &s, 4096, o->timeout) : NULL;
+        ds_http_req *r = body ? ds_client_api_req(o->api, url, o->api_key, body, 1, event_cb(o), &s, 4096, o->timeout) : NULL;
         free(body);
         if (!r) break;
         ds_http_perform(r);
@@ -383,7 +487,7 @@ static int run(bench_opts *o, const char *url, bench_result *res) {
             char *prompt = make_prompt(o, next, &s->input_words);
             char *body = prompt ? request_body(o, prompt, o->output_len, o->ignore_eos) : NULL;
             free(prompt);
-            s->r = body ? ds_http_req_new(url, o->api_key, body, 1, on_event, s, 4096, o->timeout) : NULL;
+            s->r = body ? ds_client_api_req(o->api, url, o->api_key, body, 1, event_cb(o), s, 4096, o->timeout) : NULL;
             free(body);
             if (!s->r || curl_multi_add_handle(multi, s->r->easy) != CURLM_OK) {
                 fprintf(stderr, "deltaserve bench-serve: out of memory starting request %ld\n", next);
@@ -479,6 +583,7 @@ static void print_table(const bench_opts *o, const bench_result *r) {
     const char *rule = "==================================================";
     printf("%s\n%-40s\n%s\n", rule, "          Serving Benchmark Result", rule);
     printf("%-40s %s\n", "Workload:", o->workload);
+    printf("%-40s %s\n", "API:", o->completions ? "completions" : ds_client_api_name(o->api));
     printf("%-40s %ld\n", "Successful requests:", r->completed);
     printf("%-40s %ld\n", "Failed requests:", r->failed);
     if (o->rate > 0 && isfinite(o->rate)) printf("%-40s %.2f\n", "Request rate (req/s, Poisson):", o->rate);
@@ -553,6 +658,7 @@ static int print_json(const bench_opts *o, const bench_result *r) {
     json_object_set_new(j, "ignore_eos", json_boolean(o->ignore_eos));
     if (o->temperature >= 0) json_object_set_new(j, "temperature", num_json(o->temperature));
     json_object_set_new(j, "endpoint", ds_json_text(o->completions ? "completions" : "chat"));
+    json_object_set_new(j, "api", ds_json_text(ds_client_api_name(o->api)));
     json_object_set_new(j, "completed", json_integer(r->completed));
     json_object_set_new(j, "failed", json_integer(r->failed));
     json_object_set_new(j, "duration_s", num_json(round(r->duration * 1e6) / 1e6));
@@ -685,7 +791,7 @@ static char *first_model(const bench_opts *o) {
 
 int ds_cmd_bench_serve(int argc, char **argv) {
     bench_opts o = {.workload = "random", .num_prompts = 100, .input_len = 128, .output_len = 128, .prefix_len = -1,
-                    .prefix_groups = 1, .timeout = 600, .ignore_eos = 1, .temperature = -1};
+                    .prefix_groups = 1, .timeout = 600, .ignore_eos = 1, .temperature = -1, .thinking = -1};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v;
         long *lp = NULL, lo = 0, hi = 0;
@@ -723,6 +829,19 @@ int ds_cmd_bench_serve(int argc, char **argv) {
                 return 2;
             }
             o.completions = !strcmp(v, "completions");
+        } else if (!strcmp(a, "--api")) {
+            if (!(v = ds_arg_value(argc, argv, &i))) return 2;
+            if (ds_client_api_parse(v, &o.api)) {
+                fprintf(stderr, "deltaserve bench-serve: --api '%s' is not chat, responses or messages\n", v);
+                return 2;
+            }
+        } else if (!strcmp(a, "--thinking")) {
+            if (!(v = ds_arg_value(argc, argv, &i))) return 2;
+            if (strcmp(v, "on") && strcmp(v, "off")) {
+                fprintf(stderr, "deltaserve bench-serve: --thinking '%s' is not on or off\n", v);
+                return 2;
+            }
+            o.thinking = !strcmp(v, "on");
         } else if (!strcmp(a, "--temperature")) {
             if (!(v = ds_arg_value(argc, argv, &i)) || ds_arg_float(a, v, 0, 2, &o.temperature)) return 2;
         } else if (!strcmp(a, "--svg")) {
@@ -748,6 +867,11 @@ int ds_cmd_bench_serve(int argc, char **argv) {
         fprintf(stderr, "deltaserve bench-serve: URL '%s' must start with http:// or https://\n", o.base);
         return 2;
     }
+    if (o.completions && o.api != DS_CLIENT_CHAT) {
+        fprintf(stderr, "deltaserve bench-serve: --endpoint completions is an OpenAI chat-style endpoint; it does not go with --api %s\n",
+                ds_client_api_name(o.api));
+        return 2;
+    }
     o.shared = !strcmp(o.workload, "shared-prefix");
     if (o.prefix_len < 0) o.prefix_len = o.shared ? 256 : 0;
     if (o.prefix_len + o.input_len == 0) {
@@ -759,7 +883,7 @@ int ds_cmd_bench_serve(int argc, char **argv) {
         return 1;
     }
     int code = 1;
-    char *model = NULL, *url = ds_http_endpoint(o.base, o.completions ? "completions" : "chat/completions");
+    char *model = NULL, *url = o.completions ? ds_http_endpoint(o.base, "completions") : ds_client_api_endpoint(o.api, o.base);
     if (!url) goto out;
     if (!o.model) o.model = model = first_model(&o);
     if (probe(&o, url)) goto out;

@@ -1,5 +1,6 @@
-/* cmd_canary.c - `deltaserve canary URL`: a quick end-to-end check of an
- * OpenAI-compatible chat-completions server. It sends four requests (thinking
+/* cmd_canary.c - `deltaserve canary URL [--api chat|responses|messages]`: a
+ * quick end-to-end check of a server's API (Responses: canary_responses.c,
+ * Messages: canary_messages.c). For chat completions it sends four requests (thinking
  * on and off, each streamed and not) and checks each answer: HTTP 200;
  * visible content (non-empty content, or reasoning_content when thinking is
  * on and the token limit cut the answer); finish_reason "stop" or "length";
@@ -13,51 +14,33 @@
  * It exists because a server once answered HTTP 200 with finish_reason
  * "error", content null and zero token counts, and nothing noticed. */
 #include <jansson.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "cli/args.h"
+#include "cli/canary_check.h"
 #include "cli/commands.h"
 #include "cli/http_client.h"
 #include "server/json_text.h"
 
-#define MAX_BODY (8u << 20)
+#define MAX_BODY DS_CANARY_MAX_BODY
 
 static void usage(FILE *f) {
-    fprintf(f, "usage: deltaserve canary URL [--api-key KEY] [--model NAME] [--max-tokens N] [--temperature T] [--timeout S]\n"
+    fprintf(f, "usage: deltaserve canary URL [--api chat|responses|messages] [--api-key KEY] [--model NAME] [--max-tokens N]\n"
+               "                  [--prompt TEXT] [--temperature T] [--timeout S]\n"
                "  URL              the server, e.g. http://127.0.0.1:8080 (or .../v1)\n"
-               "  --api-key KEY    sent as 'Authorization: Bearer KEY'\n"
+               "  --api A          chat (default: /v1/chat/completions), responses (/v1/responses)\n"
+               "                   or messages (Anthropic's /v1/messages)\n"
+               "  --api-key KEY    sent as 'Authorization: Bearer KEY' (messages: 'x-api-key: KEY')\n"
                "  --model NAME     model name (default: the first of GET /v1/models)\n"
-               "  --max-tokens N   max_tokens of each request (default 32)\n"
+               "  --max-tokens N   max_tokens of each request (max_output_tokens for responses; default 32)\n"
                "  --prompt TEXT    the user message (default: a short question)\n"
                "  --temperature T  sampling temperature (default 0: greedy, so runs repeat; -1: not sent)\n"
                "  --timeout S      seconds allowed per request (default 120)\n"
-               "Sends chat requests with thinking on and off, streamed and not, prints one\n"
-               "'ok ...' or 'FAIL ...' line per check and exits 1 when any check fails.\n");
-}
-
-typedef struct {
-    int passed, failed;
-    const char *label;
-} checker;
-
-static void __attribute__((format(printf, 4, 5)))
-check(checker *c, int cond, const char *name, const char *fmt, ...) {
-    char detail[512];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(detail, sizeof detail, fmt, ap);
-    va_end(ap);
-    if (cond) {
-        c->passed++;
-        printf("ok %s: %s%s%s\n", c->label, name, detail[0] ? ": " : "", detail);
-    } else {
-        c->failed++;
-        printf("FAIL %s: %s: %s\n", c->label, name, detail);
-    }
-    fflush(stdout);
+               "Sends four requests with thinking on and off, streamed and not, checks each by the\n"
+               "API's own rules (status, stop reason, usage, the order of the streamed events), prints\n"
+               "one 'ok ...' or 'FAIL ...' line per check and exits 1 when any check fails.\n");
 }
 
 /* Checks a usage object; on failure writes why. Sets *prompt to prompt_tokens. */
@@ -209,11 +192,7 @@ static void on_event(void *ud, const char *event, const char *data, size_t len, 
 
 /* ------------------------------------------------------------------------ */
 
-typedef struct {
-    const char *url, *api_key, *model, *prompt;
-    long max_tokens;
-    double timeout, temperature;
-} canary_opts;
+typedef ds_canary_opts canary_opts;
 
 static char *request_body(const canary_opts *o, int thinking, int stream) {
     json_t *r = json_object();
@@ -256,12 +235,12 @@ static int visible_ok(int thinking, const char *finish, const char *content, con
 }
 
 /* One non-streamed request. Returns prompt_tokens from usage, or -1. */
-static long run_plain(const canary_opts *o, int thinking, checker *c) {
+static long run_plain(const canary_opts *o, int thinking, ds_canary *c) {
     char *body = request_body(o, thinking, 0);
     ds_http_req *r = body ? ds_http_req_new(o->url, o->api_key, body, 0, NULL, NULL, MAX_BODY, o->timeout) : NULL;
     free(body);
     if (!r) {
-        check(c, 0, "request", "out of memory");
+        ds_canary_check(c, 0, "request", "out of memory");
         return -1;
     }
     ds_http_perform(r);
@@ -269,80 +248,80 @@ static long run_plain(const canary_opts *o, int thinking, checker *c) {
     long prompt = -1;
     if (r->rc != CURLE_OK || r->status != 200) {
         ds_http_describe_error(r, why, sizeof why);
-        check(c, 0, "http", "%s", why);
+        ds_canary_check(c, 0, "http", "%s", why);
         ds_http_req_free(r);
         return -1;
     }
-    check(c, 1, "http", "200 in %.0f ms", 1e3 * (r->t_end - r->t_start));
+    ds_canary_check(c, 1, "http", "200 in %.0f ms", 1e3 * (r->t_end - r->t_start));
     json_t *j = r->body_truncated ? NULL : ds_json_parse(r->body, r->body_len, NULL, 0);
     const json_t *choices = json_object_get(j, "choices");
     const json_t *c0 = json_array_get(choices, 0);
     const json_t *err = json_object_get(j, "error");
     if (!json_is_object(j) || !json_is_object(c0) || (err && !json_is_null(err))) {
-        check(c, 0, "json", "%s: %.200s", !j ? "body is not JSON" : err && !json_is_null(err) ? "body has \"error\"" : "no choices[0]",
+        ds_canary_check(c, 0, "json", "%s: %.200s", !j ? "body is not JSON" : err && !json_is_null(err) ? "body has \"error\"" : "no choices[0]",
               r->body);
         json_decref(j);
         ds_http_req_free(r);
         return -1;
     }
     const json_t *obj = json_object_get(j, "object");
-    check(c, !obj || ds_json_str_is(obj, "chat.completion"), "json",
+    ds_canary_check(c, !obj || ds_json_str_is(obj, "chat.completion"), "json",
           "%s", !obj ? "chat completion (no \"object\" field)" : json_is_string(obj) ? json_string_value(obj) : "object is not a string");
     const json_t *fr = json_object_get(c0, "finish_reason");
     char fdesc[80];
     describe_finish(fr, fdesc, sizeof fdesc);
     const char *finish = json_is_string(fr) ? json_string_value(fr) : NULL;
-    check(c, finish_ok(finish), "finish_reason", "%s%s", fdesc, finish_ok(finish) ? "" : " (want \"stop\" or \"length\")");
+    ds_canary_check(c, finish_ok(finish), "finish_reason", "%s%s", fdesc, finish_ok(finish) ? "" : " (want \"stop\" or \"length\")");
     const json_t *msg = json_object_get(c0, "message");
     const json_t *role = json_object_get(msg, "role");
-    check(c, ds_json_str_is(role, "assistant"), "role", "%s",
+    ds_canary_check(c, ds_json_str_is(role, "assistant"), "role", "%s",
           json_is_string(role) ? json_string_value(role) : "message.role missing");
     const json_t *content = json_object_get(msg, "content");
     const json_t *reasoning = json_object_get(msg, "reasoning_content");
     if (!reasoning) reasoning = json_object_get(msg, "reasoning");
     int vis = visible_ok(thinking, finish, json_is_string(content) ? json_string_value(content) : NULL,
                          json_is_string(reasoning) ? json_string_value(reasoning) : NULL, why, sizeof why);
-    check(c, vis, "content", "%s", why);
+    ds_canary_check(c, vis, "content", "%s", why);
     int uok = usage_ok(json_object_get(j, "usage"), o->max_tokens, why, sizeof why, &prompt);
-    check(c, uok, "usage", "%s", why);
+    ds_canary_check(c, uok, "usage", "%s", why);
     json_decref(j);
     ds_http_req_free(r);
     return uok ? prompt : -1;
 }
 
-static void run_stream(const canary_opts *o, int thinking, long plain_prompt, checker *c) {
+static void run_stream(const canary_opts *o, int thinking, long plain_prompt, ds_canary *c) {
     stream_state s = {0};
     char *body = request_body(o, thinking, 1);
     ds_http_req *r = body ? ds_http_req_new(o->url, o->api_key, body, 1, on_event, &s, 64 << 10, o->timeout) : NULL;
     free(body);
     if (!r) {
-        check(c, 0, "request", "out of memory");
+        ds_canary_check(c, 0, "request", "out of memory");
         return;
     }
     ds_http_perform(r);
     char why[512];
     if (r->rc != CURLE_OK || r->status != 200) {
         ds_http_describe_error(r, why, sizeof why);
-        check(c, 0, "http", "%s", why);
+        ds_canary_check(c, 0, "http", "%s", why);
         goto out;
     }
-    check(c, 1, "http", "200 in %.0f ms, %d events", 1e3 * (r->t_end - r->t_start), s.events);
+    ds_canary_check(c, 1, "http", "200 in %.0f ms, %d events", 1e3 * (r->t_end - r->t_start), s.events);
     char *ctype = NULL;
     curl_easy_getinfo(r->easy, CURLINFO_CONTENT_TYPE, &ctype);
-    check(c, ctype && !strncmp(ctype, "text/event-stream", 17), "content-type", "%s", ctype ? ctype : "missing");
+    ds_canary_check(c, ctype && !strncmp(ctype, "text/event-stream", 17), "content-type", "%s", ctype ? ctype : "missing");
     int sse_good = !r->sse_problems && !s.non_json && !s.bad_shape && !r->oom;
     if (r->sse_problems) snprintf(why, sizeof why, "%d malformed: %s", r->sse_problems, r->sse_problem);
     else if (s.non_json) snprintf(why, sizeof why, "%d data payloads are not JSON objects: '%s'", s.non_json, s.first_non_json);
     else if (s.bad_shape) snprintf(why, sizeof why, "%d chunks without a choices array or not chat.completion.chunk: '%s'", s.bad_shape, s.first_bad_shape);
     else if (r->oom) snprintf(why, sizeof why, "out of memory");
     else snprintf(why, sizeof why, "%d well-formed events", s.events);
-    check(c, sse_good && s.events > 0, "sse", "%s", s.events ? why : "no events");
-    check(c, s.error_events == 0, "no-error-event", "%s", s.error_events ? s.first_error : "none");
-    check(c, s.role_chunks >= 1 && s.role_first, "role", "%s",
+    ds_canary_check(c, sse_good && s.events > 0, "sse", "%s", s.events ? why : "no events");
+    ds_canary_check(c, s.error_events == 0, "no-error-event", "%s", s.error_events ? s.first_error : "none");
+    ds_canary_check(c, s.role_chunks >= 1 && s.role_first, "role", "%s",
           s.role_chunks == 0 ? "no chunk with delta.role \"assistant\""
           : s.role_first     ? "delta.role \"assistant\" first"
                              : "delta.role came after text");
-    check(c, s.done == 1 && s.after_done == 0, "done", "%s",
+    ds_canary_check(c, s.done == 1 && s.after_done == 0, "done", "%s",
           s.done == 0 ? "no data: [DONE]" : s.done > 1 ? "[DONE] more than once" : s.after_done ? "events after [DONE]" : "[DONE] last");
     const char *finish = NULL;
     char fbuf[64];
@@ -350,14 +329,14 @@ static void run_stream(const canary_opts *o, int thinking, long plain_prompt, ch
         snprintf(fbuf, sizeof fbuf, "%.*s", (int)strlen(s.finish) - 2, s.finish + 1);
         finish = fbuf;
     }
-    if (s.finish_count == 0) check(c, 0, "finish_reason", "missing (no chunk with a non-null finish_reason)");
-    else if (s.finish_count > 1) check(c, 0, "finish_reason", "%d chunks with a finish_reason, want 1", s.finish_count);
-    else check(c, finish_ok(finish), "finish_reason", "%s%s", s.finish, finish_ok(finish) ? "" : " (want \"stop\" or \"length\")");
+    if (s.finish_count == 0) ds_canary_check(c, 0, "finish_reason", "missing (no chunk with a non-null finish_reason)");
+    else if (s.finish_count > 1) ds_canary_check(c, 0, "finish_reason", "%d chunks with a finish_reason, want 1", s.finish_count);
+    else ds_canary_check(c, finish_ok(finish), "finish_reason", "%s%s", s.finish, finish_ok(finish) ? "" : " (want \"stop\" or \"length\")");
     int vis = visible_ok(thinking, finish, s.content.s, s.reasoning.s, why, sizeof why);
-    check(c, vis, "content", "%s in %d chunks", why, s.text_chunks);
+    ds_canary_check(c, vis, "content", "%s in %d chunks", why, s.text_chunks);
     long prompt = -1;
     if (s.usage_count != 1) {
-        check(c, 0, "usage", "%d usage chunks with stream_options.include_usage, want exactly 1", s.usage_count);
+        ds_canary_check(c, 0, "usage", "%d usage chunks with stream_options.include_usage, want exactly 1", s.usage_count);
     } else {
         int uok = usage_ok(s.usage, o->max_tokens, why, sizeof why, &prompt);
         if (uok && s.usage_before_finish) uok = 0, snprintf(why, sizeof why, "usage chunk came before the finish_reason");
@@ -371,7 +350,7 @@ static void run_stream(const canary_opts *o, int thinking, long plain_prompt, ch
                 snprintf(why, sizeof why, "prompt_tokens=%ld but the same request not streamed gave %ld", prompt, plain_prompt);
             }
         }
-        check(c, uok, "usage", "%s", why);
+        ds_canary_check(c, uok, "usage", "%s", why);
     }
 out:
     json_decref(s.usage);
@@ -406,12 +385,19 @@ int ds_cmd_canary(int argc, char **argv) {
     canary_opts o = {.max_tokens = 32, .timeout = 120, .temperature = 0,
                      .prompt = "In one short sentence: why is the sky blue?"};
     const char *base = NULL;
+    ds_client_api api = DS_CLIENT_CHAT;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v;
         long n;
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
             usage(stdout);
             return 0;
+        } else if (!strcmp(a, "--api")) {
+            if (!(v = ds_arg_value(argc, argv, &i))) return 2;
+            if (ds_client_api_parse(v, &api)) {
+                fprintf(stderr, "deltaserve canary: --api '%s' is not chat, responses or messages\n", v);
+                return 2;
+            }
         } else if (!strcmp(a, "--api-key")) {
             if (!(o.api_key = ds_arg_value(argc, argv, &i))) return 2;
         } else if (!strcmp(a, "--model")) {
@@ -448,27 +434,29 @@ int ds_cmd_canary(int argc, char **argv) {
         fprintf(stderr, "deltaserve canary: libcurl initialisation failed\n");
         return 1;
     }
-    char *chat = ds_http_endpoint(base, "chat/completions");
+    char *chat = ds_client_api_endpoint(api, base);
     char *model = NULL;
     if (!chat) return 1;
     o.url = base;
-    checker c = {0, 0, "setup"};
+    ds_canary c = {0, 0, "setup"};
     if (!o.model) {
         char why[512] = "";
         model = first_model(&o, why, sizeof why);
-        check(&c, model != NULL, "models", "%s", model ? model : why);
+        ds_canary_check(&c, model != NULL, "models", "%s", model ? model : why);
         o.model = model;
     }
     o.url = chat;
     static const char *labels[2][2] = {{"thinking=off plain", "thinking=off stream"},
                                        {"thinking=on plain", "thinking=on stream"}};
-    for (int thinking = 1; thinking >= 0; thinking--) {
+    if (api == DS_CLIENT_RESPONSES) ds_canary_responses(&o, &c);
+    else if (api == DS_CLIENT_MESSAGES) ds_canary_messages(&o, &c);
+    for (int thinking = 1; api == DS_CLIENT_CHAT && thinking >= 0; thinking--) {
         c.label = labels[thinking][0];
         long prompt = run_plain(&o, thinking, &c);
         c.label = labels[thinking][1];
         run_stream(&o, thinking, prompt, &c);
     }
-    printf("canary %s: %d ok, %d failed\n", base, c.passed, c.failed);
+    printf("canary %s (%s): %d ok, %d failed\n", base, ds_client_api_name(api), c.passed, c.failed);
     free(chat);
     free(model);
     ds_http_global_cleanup();

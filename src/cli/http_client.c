@@ -193,6 +193,19 @@ fail:
     return NULL;
 }
 
+int ds_http_req_header(ds_http_req *r, const char *name, const char *value) {
+    size_t n = strlen(name) + strlen(value) + 3;
+    char *line = malloc(n);
+    if (!line) return -1;
+    snprintf(line, n, "%s: %s", name, value);
+    struct curl_slist *h = curl_slist_append(r->headers, line);
+    free(line);
+    if (!h) return -1;
+    r->headers = h;
+    curl_easy_setopt(r->easy, CURLOPT_HTTPHEADER, r->headers);
+    return 0;
+}
+
 void ds_http_req_finish(ds_http_req *r, CURLcode rc) {
     r->rc = rc;
     r->t_end = ds_http_now();

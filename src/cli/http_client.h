@@ -65,6 +65,8 @@ char *ds_http_endpoint(const char *base, const char *path);
  * timeout_s bounds the whole transfer. Returns NULL when out of memory. */
 ds_http_req *ds_http_req_new(const char *url, const char *api_key, const char *body, int stream,
                              ds_sse_cb on_event, void *ud, size_t max_body, double timeout_s);
+/* Adds a request header "Name: value" (before the transfer starts). Returns 0, or -1 when out of memory. */
+int ds_http_req_header(ds_http_req *r, const char *name, const char *value);
 /* After the transfer is done (ds_http_perform, or the multi handle reported
  * it with result rc): records the status and end time, flushes the SSE parser. */
 void ds_http_req_finish(ds_http_req *r, CURLcode rc);

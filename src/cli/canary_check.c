@@ -4,6 +4,8 @@
 #include <stdarg.h>
 #include <string.h>
 
+#include "server/json_text.h"
+
 void ds_canary_check(ds_canary *c, int cond, const char *name, const char *fmt, ...) {
     char detail[512];
     va_list ap;
@@ -51,4 +53,29 @@ ds_http_req *ds_canary_send(const ds_canary_opts *o, ds_client_api api, const ch
 long ds_canary_count(const json_t *v) {
     if (!json_is_integer(v) || json_integer_value(v) < 0) return -1;
     return (long)json_integer_value(v);
+}
+
+void ds_canary_order_fail(ds_canary_sse *s, const char *type, const char *fmt, ...) {
+    if (s->order_bad++) return;
+    char m[160];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(m, sizeof m, fmt, ap);
+    va_end(ap);
+    snprintf(s->first_order, sizeof s->first_order, "event %d (%s): %s", s->events, type, m);
+}
+
+json_t *ds_canary_sse_event(ds_canary_sse *s, const char *event, const char *data, size_t len, const char **type) {
+    s->events++;
+    json_t *j = ds_json_parse(data, len, NULL, 0);
+    const json_t *t = json_object_get(j, "type");
+    if (!json_is_object(j) || !json_is_string(t)) {
+        if (!strcmp(event, "error")) s->error_events++;
+        if (s->non_json++ == 0) snprintf(s->first_non_json, sizeof s->first_non_json, "%.100s", data);
+        json_decref(j);
+        return NULL;
+    }
+    *type = json_string_value(t);
+    if (event[0] && strcmp(event, *type)) ds_canary_order_fail(s, *type, "the SSE event name is '%s'", event);
+    return j;
 }

@@ -38,6 +38,19 @@ ds_http_req *ds_canary_send(const ds_canary_opts *o, ds_client_api api, const ch
 /* The value of a JSON count, or -1 when v is not a non-negative integer. */
 long ds_canary_count(const json_t *v);
 
+/* What the Responses and Messages streams (named events whose data has a "type") count alike. */
+typedef struct {
+    int events, non_json, error_events, order_bad;
+    char first_non_json[120], first_order[200];
+} ds_canary_sse;
+
+/* Counts one event; returns its data as a JSON object with a string "type" (*type, borrowed from
+ * it; caller decrefs), or NULL when the data is not that (counted as non-JSON, and as an error
+ * event when the event is named "error"). An event name other than its type is an order failure. */
+json_t *ds_canary_sse_event(ds_canary_sse *s, const char *event, const char *data, size_t len, const char **type);
+/* Counts an order failure at the current event; the first one's description is kept. */
+void ds_canary_order_fail(ds_canary_sse *s, const char *type, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+
 /* The four requests of the Responses and Messages APIs. */
 void ds_canary_responses(const ds_canary_opts *o, ds_canary *c);
 void ds_canary_messages(const ds_canary_opts *o, ds_canary *c);

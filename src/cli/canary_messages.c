@@ -102,8 +102,9 @@ static long run_plain(const ds_canary_opts *o, int thinking, ds_canary *c) {
 /* ------------------------------------------------------------------------ */
 
 typedef struct {
-    int events, non_json, error_events, order_bad, starts, deltas_msg, stops, after_stop;
-    char first_non_json[120], first_error[200], first_order[200];
+    ds_canary_sse sse;
+    int starts, deltas_msg, stops, after_stop;
+    char first_error[200];
     long next_index, open_index; /* the next block's index; the open block (-1: none) */
     char open_type[24];
     long input_tokens, output_tokens;
@@ -112,48 +113,29 @@ typedef struct {
     int text_events;
 } mstream;
 
-static void order_fail(mstream *s, const char *type, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static void order_fail(mstream *s, const char *type, const char *fmt, ...) {
-    if (s->order_bad++) return;
-    char m[160];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(m, sizeof m, fmt, ap);
-    va_end(ap);
-    snprintf(s->first_order, sizeof s->first_order, "event %d (%s): %s", s->events, type, m);
-}
-
 static void on_event(void *ud, const char *event, const char *data, size_t len, double t) {
     (void)t;
     mstream *s = ud;
-    s->events++;
     if (s->stops) s->after_stop++;
-    json_t *j = ds_json_parse(data, len, NULL, 0);
-    const json_t *type = json_object_get(j, "type");
-    if (!json_is_object(j) || !json_is_string(type)) {
-        if (!strcmp(event, "error")) s->error_events++;
-        if (s->non_json++ == 0) snprintf(s->first_non_json, sizeof s->first_non_json, "%.100s", data);
-        json_decref(j);
-        return;
-    }
-    const char *ty = json_string_value(type);
-    if (event[0] && strcmp(event, ty)) order_fail(s, ty, "the SSE event name is '%s'", event);
+    const char *ty;
+    json_t *j = ds_canary_sse_event(&s->sse, event, data, len, &ty);
+    if (!j) return;
     long idx = ds_canary_count(json_object_get(j, "index"));
     if (!strcmp(ty, "error") || !strcmp(event, "error")) {
-        if (s->error_events++ == 0) snprintf(s->first_error, sizeof s->first_error, "%.180s", data);
+        if (s->sse.error_events++ == 0) snprintf(s->first_error, sizeof s->first_error, "%.180s", data);
     } else if (!strcmp(ty, "message_start")) {
-        if (s->events != 1 || s->starts) order_fail(s, ty, "not the first event");
+        if (s->sse.events != 1 || s->starts) ds_canary_order_fail(&s->sse, ty, "not the first event");
         s->starts++;
         s->input_tokens = ds_canary_count(json_object_get(json_object_get(json_object_get(j, "message"), "usage"), "input_tokens"));
     } else if (!s->starts) {
-        order_fail(s, ty, "before message_start");
+        ds_canary_order_fail(&s->sse, ty, "before message_start");
     } else if (!strcmp(ty, "ping")) {
         /* allowed anywhere */
     } else if (!strcmp(ty, "content_block_start")) {
         const json_t *bt = json_object_get(json_object_get(j, "content_block"), "type");
-        if (s->open_index >= 0) order_fail(s, ty, "block %ld starts while block %ld is open", idx, s->open_index);
-        else if (idx != s->next_index) order_fail(s, ty, "index %ld, want %ld", idx, s->next_index);
-        else if (s->deltas_msg) order_fail(s, ty, "after message_delta");
+        if (s->open_index >= 0) ds_canary_order_fail(&s->sse, ty, "block %ld starts while block %ld is open", idx, s->open_index);
+        else if (idx != s->next_index) ds_canary_order_fail(&s->sse, ty, "index %ld, want %ld", idx, s->next_index);
+        else if (s->deltas_msg) ds_canary_order_fail(&s->sse, ty, "after message_delta");
         s->open_index = idx;
         s->next_index = idx + 1;
         snprintf(s->open_type, sizeof s->open_type, "%s", json_is_string(bt) ? json_string_value(bt) : "?");
@@ -163,25 +145,25 @@ static void on_event(void *ud, const char *event, const char *data, size_t len, 
         const char *want = !strcmp(s->open_type, "text") ? "text_delta"
                            : !strcmp(s->open_type, "thinking") ? "thinking_delta"
                            : !strcmp(s->open_type, "tool_use") ? "input_json_delta" : NULL;
-        if (s->open_index < 0 || idx != s->open_index) order_fail(s, ty, "index %ld is not the open block", idx);
+        if (s->open_index < 0 || idx != s->open_index) ds_canary_order_fail(&s->sse, ty, "index %ld is not the open block", idx);
         else if (!(want && ds_json_str_is(dt, want)) && !(ds_json_str_is(dt, "signature_delta") && !strcmp(s->open_type, "thinking")))
-            order_fail(s, ty, "a %s in a %s block", json_is_string(dt) ? json_string_value(dt) : "delta without a type", s->open_type);
+            ds_canary_order_fail(&s->sse, ty, "a %s in a %s block", json_is_string(dt) ? json_string_value(dt) : "delta without a type", s->open_type);
         size_t tl = json_string_length(json_object_get(d, "text")), th = json_string_length(json_object_get(d, "thinking"));
         s->text_bytes += tl;
         s->reasoning_bytes += th;
         s->text_events += tl + th > 0;
     } else if (!strcmp(ty, "content_block_stop")) {
-        if (s->open_index < 0 || idx != s->open_index) order_fail(s, ty, "index %ld is not the open block", idx);
+        if (s->open_index < 0 || idx != s->open_index) ds_canary_order_fail(&s->sse, ty, "index %ld is not the open block", idx);
         s->open_index = -1;
     } else if (!strcmp(ty, "message_delta")) {
-        if (s->open_index >= 0) order_fail(s, ty, "block %ld is still open", s->open_index);
-        if (s->deltas_msg++) order_fail(s, ty, "more than one message_delta");
+        if (s->open_index >= 0) ds_canary_order_fail(&s->sse, ty, "block %ld is still open", s->open_index);
+        if (s->deltas_msg++) ds_canary_order_fail(&s->sse, ty, "more than one message_delta");
         else {
             s->stop_reason = json_incref(json_object_get(json_object_get(j, "delta"), "stop_reason"));
             s->output_tokens = ds_canary_count(json_object_get(json_object_get(j, "usage"), "output_tokens"));
         }
     } else if (!strcmp(ty, "message_stop")) {
-        if (!s->deltas_msg) order_fail(s, ty, "no message_delta before it");
+        if (!s->deltas_msg) ds_canary_order_fail(&s->sse, ty, "no message_delta before it");
         s->stops++;
     }
     json_decref(j);
@@ -194,14 +176,14 @@ static void run_stream(const ds_canary_opts *o, int thinking, long plain_input, 
     free(body);
     if (!r) goto out;
     char why[512];
-    int sse_good = !r->sse_problems && !s.non_json && !r->oom;
+    int sse_good = !r->sse_problems && !s.sse.non_json && !r->oom;
     if (r->sse_problems) snprintf(why, sizeof why, "%d malformed: %s", r->sse_problems, r->sse_problem);
-    else if (s.non_json) snprintf(why, sizeof why, "%d data payloads are not JSON objects with a type: '%s'", s.non_json, s.first_non_json);
-    else snprintf(why, sizeof why, "%d well-formed events", s.events);
-    ds_canary_check(c, sse_good && s.events > 0, "sse", "%s", s.events ? why : "no events");
-    ds_canary_check(c, s.error_events == 0, "no-error-event", "%s", s.error_events ? s.first_error : "none");
-    ds_canary_check(c, !s.order_bad && s.starts == 1, "order", "%s",
-                    s.order_bad ? s.first_order : s.starts != 1 ? "no message_start" : "events in the documented order");
+    else if (s.sse.non_json) snprintf(why, sizeof why, "%d data payloads are not JSON objects with a type: '%s'", s.sse.non_json, s.sse.first_non_json);
+    else snprintf(why, sizeof why, "%d well-formed events", s.sse.events);
+    ds_canary_check(c, sse_good && s.sse.events > 0, "sse", "%s", s.sse.events ? why : "no events");
+    ds_canary_check(c, s.sse.error_events == 0, "no-error-event", "%s", s.sse.error_events ? s.first_error : "none");
+    ds_canary_check(c, !s.sse.order_bad && s.starts == 1, "order", "%s",
+                    s.sse.order_bad ? s.sse.first_order : s.starts != 1 ? "no message_start" : "events in the documented order");
     ds_canary_check(c, s.stops == 1 && !s.after_stop, "message_stop", "%s",
                     !s.stops ? "missing" : s.stops > 1 ? "more than once" : s.after_stop ? "events after it" : "last");
     int cut = 0;

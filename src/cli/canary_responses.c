@@ -158,8 +158,9 @@ static long run_plain(const ds_canary_opts *o, int thinking, ds_canary *c) {
 enum { ABSENT, OPEN, TEXT_DONE, CLOSED };
 
 typedef struct {
-    int events, non_json, after_terminal, terminal, failed_events, error_events, order_bad, created, in_progress;
-    char first_non_json[120], first_error[200], first_order[200], terminal_type[48];
+    ds_canary_sse sse;
+    int after_terminal, terminal, failed_events, created, in_progress;
+    char first_error[200], terminal_type[48];
     int item[MAX_ITEMS];              /* ABSENT, OPEN, CLOSED */
     int part[MAX_ITEMS][MAX_PARTS];   /* ABSENT, OPEN, TEXT_DONE, CLOSED */
     ds_sb text[MAX_ITEMS][MAX_PARTS]; /* output_text deltas so far */
@@ -168,44 +169,25 @@ typedef struct {
     json_t *final; /* the terminal event's response */
 } rstream;
 
-static void order_fail(rstream *s, const char *type, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static void order_fail(rstream *s, const char *type, const char *fmt, ...) {
-    if (s->order_bad++) return;
-    char m[160];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(m, sizeof m, fmt, ap);
-    va_end(ap);
-    snprintf(s->first_order, sizeof s->first_order, "event %d (%s): %s", s->events, type, m);
-}
-
 static void on_event(void *ud, const char *event, const char *data, size_t len, double t) {
     (void)t;
     rstream *s = ud;
-    s->events++;
     if (s->terminal) s->after_terminal++;
-    json_t *j = ds_json_parse(data, len, NULL, 0);
-    const json_t *type = json_object_get(j, "type");
-    if (!json_is_object(j) || !json_is_string(type)) {
-        if (!strcmp(event, "error")) s->error_events++;
-        if (s->non_json++ == 0) snprintf(s->first_non_json, sizeof s->first_non_json, "%.100s", data);
-        json_decref(j);
-        return;
-    }
-    const char *ty = json_string_value(type);
-    if (event[0] && strcmp(event, ty)) order_fail(s, ty, "the SSE event name is '%s'", event);
+    const char *ty;
+    json_t *j = ds_canary_sse_event(&s->sse, event, data, len, &ty);
+    if (!j) return;
     if (!strcmp(ty, "error") || !strcmp(event, "error")) {
-        if (s->error_events++ == 0) snprintf(s->first_error, sizeof s->first_error, "%.180s", data);
+        if (s->sse.error_events++ == 0) snprintf(s->first_error, sizeof s->first_error, "%.180s", data);
         json_decref(j);
         return;
     }
     long oi = ds_canary_count(json_object_get(j, "output_index"));
     long ci = ds_canary_count(json_object_get(j, "content_index"));
     if (!strcmp(ty, "response.created")) {
-        if (s->events != 1) order_fail(s, ty, "not the first event");
+        if (s->sse.events != 1) ds_canary_order_fail(&s->sse, ty, "not the first event");
         s->created++;
     } else if (!strcmp(ty, "response.in_progress")) {
-        if (s->events != 2 || !s->created) order_fail(s, ty, "not right after response.created");
+        if (s->sse.events != 2 || !s->created) ds_canary_order_fail(&s->sse, ty, "not right after response.created");
         s->in_progress++;
     } else if (!strcmp(ty, "response.completed") || !strcmp(ty, "response.incomplete") ||
                !strcmp(ty, "response.failed")) {
@@ -215,63 +197,63 @@ static void on_event(void *ud, const char *event, const char *data, size_t len, 
         }
         if (!strcmp(ty, "response.failed")) s->failed_events++;
         for (int i = 0; i < MAX_ITEMS; i++)
-            if (s->item[i] == OPEN) order_fail(s, ty, "output item %d was never done", i);
+            if (s->item[i] == OPEN) ds_canary_order_fail(&s->sse, ty, "output item %d was never done", i);
     } else if (!strncmp(ty, "response.", 9) && (!s->created || !s->in_progress)) {
-        order_fail(s, ty, "before response.created and response.in_progress");
+        ds_canary_order_fail(&s->sse, ty, "before response.created and response.in_progress");
     }
     if (!strncmp(ty, "response.output_item.", 21) || !strncmp(ty, "response.content_part.", 22) ||
         strstr(ty, ".delta") || (strstr(ty, ".done") && strcmp(ty, "response.output_item.done"))) {
         if (oi < 0 || oi >= MAX_ITEMS) {
-            order_fail(s, ty, "output_index missing or past %d", MAX_ITEMS);
+            ds_canary_order_fail(&s->sse, ty, "output_index missing or past %d", MAX_ITEMS);
             json_decref(j);
             return;
         }
     }
     int part_event = !strncmp(ty, "response.content_part.", 22) || !strncmp(ty, "response.output_text.", 21);
     if (part_event && (ci < 0 || ci >= MAX_PARTS)) {
-        order_fail(s, ty, "content_index missing or past %d", MAX_PARTS);
+        ds_canary_order_fail(&s->sse, ty, "content_index missing or past %d", MAX_PARTS);
         json_decref(j);
         return;
     }
     if (!strcmp(ty, "response.output_item.added")) {
-        if (s->item[oi] != ABSENT) order_fail(s, ty, "output item %ld added twice", oi);
+        if (s->item[oi] != ABSENT) ds_canary_order_fail(&s->sse, ty, "output item %ld added twice", oi);
         for (long i = 0; i < oi; i++)
-            if (s->item[i] == ABSENT) order_fail(s, ty, "output item %ld before item %ld", oi, i);
+            if (s->item[i] == ABSENT) ds_canary_order_fail(&s->sse, ty, "output item %ld before item %ld", oi, i);
         s->item[oi] = OPEN;
     } else if (!strcmp(ty, "response.output_item.done")) {
-        if (s->item[oi] != OPEN) order_fail(s, ty, "output item %ld not open", oi);
+        if (s->item[oi] != OPEN) ds_canary_order_fail(&s->sse, ty, "output item %ld not open", oi);
         for (int k = 0; k < MAX_PARTS; k++)
             if (s->part[oi][k] == OPEN || s->part[oi][k] == TEXT_DONE)
-                order_fail(s, ty, "content part %d of item %ld never done", k, oi);
+                ds_canary_order_fail(&s->sse, ty, "content part %d of item %ld never done", k, oi);
         s->item[oi] = CLOSED;
     } else if (!strcmp(ty, "response.content_part.added")) {
-        if (s->item[oi] != OPEN || s->part[oi][ci] != ABSENT) order_fail(s, ty, "item %ld not open or part %ld added twice", oi, ci);
+        if (s->item[oi] != OPEN || s->part[oi][ci] != ABSENT) ds_canary_order_fail(&s->sse, ty, "item %ld not open or part %ld added twice", oi, ci);
         s->part[oi][ci] = OPEN;
     } else if (!strcmp(ty, "response.output_text.delta")) {
         const json_t *d = json_object_get(j, "delta");
-        if (s->item[oi] != OPEN || s->part[oi][ci] != OPEN) order_fail(s, ty, "item %ld part %ld not open", oi, ci);
+        if (s->item[oi] != OPEN || s->part[oi][ci] != OPEN) ds_canary_order_fail(&s->sse, ty, "item %ld part %ld not open", oi, ci);
         ds_sb_append(&s->text[oi][ci], json_string_value(d) ? json_string_value(d) : "", json_string_length(d));
         s->text_bytes += json_string_length(d);
         s->text_events += json_string_length(d) > 0;
     } else if (!strcmp(ty, "response.output_text.done")) {
         const json_t *x = json_object_get(j, "text");
         const ds_sb *b = &s->text[oi][ci];
-        if (s->item[oi] != OPEN || s->part[oi][ci] != OPEN) order_fail(s, ty, "item %ld part %ld not open", oi, ci);
+        if (s->item[oi] != OPEN || s->part[oi][ci] != OPEN) ds_canary_order_fail(&s->sse, ty, "item %ld part %ld not open", oi, ci);
         else if (!json_is_string(x) || json_string_length(x) != b->n || (b->n && memcmp(json_string_value(x), b->s, b->n)))
-            order_fail(s, ty, "its text is not the %zu bytes its deltas gave", b->n);
+            ds_canary_order_fail(&s->sse, ty, "its text is not the %zu bytes its deltas gave", b->n);
         s->part[oi][ci] = TEXT_DONE;
     } else if (!strcmp(ty, "response.content_part.done")) {
         if (s->item[oi] != OPEN || (s->part[oi][ci] != TEXT_DONE && s->part[oi][ci] != OPEN))
-            order_fail(s, ty, "item %ld part %ld not open", oi, ci);
+            ds_canary_order_fail(&s->sse, ty, "item %ld part %ld not open", oi, ci);
         s->part[oi][ci] = CLOSED;
     } else if (!strcmp(ty, "response.reasoning_text.delta") || !strcmp(ty, "response.reasoning_summary_text.delta")) {
         const json_t *d = json_object_get(j, "delta");
-        if (s->item[oi] != OPEN) order_fail(s, ty, "output item %ld not open", oi);
+        if (s->item[oi] != OPEN) ds_canary_order_fail(&s->sse, ty, "output item %ld not open", oi);
         s->reasoning_bytes += json_string_length(d);
         s->text_events += json_string_length(d) > 0;
     } else if (!strcmp(ty, "response.function_call_arguments.delta") ||
                !strcmp(ty, "response.function_call_arguments.done") || !strcmp(ty, "response.reasoning_text.done")) {
-        if (s->item[oi] != OPEN) order_fail(s, ty, "output item %ld not open", oi);
+        if (s->item[oi] != OPEN) ds_canary_order_fail(&s->sse, ty, "output item %ld not open", oi);
     }
     json_decref(j);
 }
@@ -287,14 +269,14 @@ static void run_stream(const ds_canary_opts *o, int thinking, long plain_input, 
     free(body);
     if (!r) goto out;
     char why[512];
-    int sse_good = !r->sse_problems && !s->non_json && !r->oom;
+    int sse_good = !r->sse_problems && !s->sse.non_json && !r->oom;
     if (r->sse_problems) snprintf(why, sizeof why, "%d malformed: %s", r->sse_problems, r->sse_problem);
-    else if (s->non_json) snprintf(why, sizeof why, "%d data payloads are not JSON objects with a type: '%s'", s->non_json, s->first_non_json);
-    else snprintf(why, sizeof why, "%d well-formed events", s->events);
-    ds_canary_check(c, sse_good && s->events > 0, "sse", "%s", s->events ? why : "no events");
-    ds_canary_check(c, s->error_events == 0, "no-error-event", "%s", s->error_events ? s->first_error : "none");
-    ds_canary_check(c, !s->order_bad && s->created == 1 && s->in_progress == 1, "order", "%s",
-                    s->order_bad ? s->first_order
+    else if (s->sse.non_json) snprintf(why, sizeof why, "%d data payloads are not JSON objects with a type: '%s'", s->sse.non_json, s->sse.first_non_json);
+    else snprintf(why, sizeof why, "%d well-formed events", s->sse.events);
+    ds_canary_check(c, sse_good && s->sse.events > 0, "sse", "%s", s->sse.events ? why : "no events");
+    ds_canary_check(c, s->sse.error_events == 0, "no-error-event", "%s", s->sse.error_events ? s->first_error : "none");
+    ds_canary_check(c, !s->sse.order_bad && s->created == 1 && s->in_progress == 1, "order", "%s",
+                    s->sse.order_bad ? s->sse.first_order
                     : s->created != 1 || s->in_progress != 1 ? "want one response.created and one response.in_progress first"
                                                               : "events in the documented order");
     if (s->terminal != 1 || s->after_terminal)

@@ -6,23 +6,12 @@
  * a 400 names the field the client sent. */
 #include "server/messages_api.h"
 
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "server/json_text.h"
 #include "server/sse.h"
-
-static int fail(ds_oai_error *err, const char *param, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static int fail(ds_oai_error *err, const char *param, const char *fmt, ...) {
-    snprintf(err->param, sizeof err->param, "%s", param);
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err->message, sizeof err->message, fmt, ap);
-    va_end(ap);
-    return -1;
-}
 
 static const json_t *get(const json_t *o, const char *k) { return json_is_object(o) ? json_object_get(o, k) : NULL; }
 
@@ -69,20 +58,20 @@ static int append_text(ds_sb *b, const json_t *content, const char *sep, int bil
     const json_t *blocks = content, *one[1] = {content};
     size_t n = json_is_array(content) ? json_array_size(content) : 1;
     if (!json_is_string(content) && !json_is_array(content))
-        return fail(err, param, "'%s' must be a string or an array of text blocks", param);
+        return ds_oai_fail(err, param, "'%s' must be a string or an array of text blocks", param);
     for (size_t i = 0; i < n; i++) {
         const json_t *x = json_is_array(blocks) ? json_array_get(blocks, i) : one[0];
         if (json_is_array(blocks)) {
             const json_t *t = get(x, "type");
             if (!json_is_object(x) || !json_is_string(t))
-                return fail(err, param, "each block of '%s' must be an object with a 'type'", param);
+                return ds_oai_fail(err, param, "each block of '%s' must be an object with a 'type'", param);
             if (ds_json_str_is(t, "image") || ds_json_str_is(t, "document"))
-                return fail(err, param, "'%s' blocks (in '%s') are not supported yet: this server reads text only",
+                return ds_oai_fail(err, param, "'%s' blocks (in '%s') are not supported yet: this server reads text only",
                             json_string_value(t), param);
             if (!ds_json_str_is(t, "text"))
-                return fail(err, param, "'%s' may hold only 'text' blocks, got '%s'", param, json_string_value(t));
+                return ds_oai_fail(err, param, "'%s' may hold only 'text' blocks, got '%s'", param, json_string_value(t));
             x = get(x, "text");
-            if (!json_is_string(x)) return fail(err, param, "a text block of '%s' needs a 'text' string", param);
+            if (!json_is_string(x)) return ds_oai_fail(err, param, "a text block of '%s' needs a 'text' string", param);
         }
         const char *s = json_string_value(x);
         size_t len = json_string_length(x);
@@ -95,7 +84,7 @@ static int append_text(ds_sb *b, const json_t *content, const char *sep, int bil
         if (b->n && sep) ds_sb_puts(b, sep);
         ds_sb_append(b, s, len);
     }
-    if (b->oom) return fail(err, param, "out of memory");
+    if (b->oom) return ds_oai_fail(err, param, "out of memory");
     return 0;
 }
 
@@ -118,7 +107,7 @@ static int user_blocks(const json_t *content, size_t i, json_t *out, ds_oai_erro
         json_array_append_new(out, chat_message("user", json_copy((json_t *)content)));
         return 0;
     }
-    if (!json_is_array(content)) return fail(err, param, "'%s' must be a string or an array of content blocks", param);
+    if (!json_is_array(content)) return ds_oai_fail(err, param, "'%s' must be a string or an array of content blocks", param);
     ds_sb text = {0};
     int have_text = 0, rc = 0;
     size_t k;
@@ -127,13 +116,13 @@ static int user_blocks(const json_t *content, size_t i, json_t *out, ds_oai_erro
         snprintf(param, sizeof param, "messages[%zu].content[%zu]", i, k);
         const json_t *t = get(b, "type");
         if (!json_is_object(b) || !json_is_string(t)) {
-            rc = fail(err, param, "'%s' must be an object with a 'type'", param);
+            rc = ds_oai_fail(err, param, "'%s' must be an object with a 'type'", param);
             break;
         }
         if (ds_json_str_is(t, "text")) {
             const json_t *x = get(b, "text");
             if (!json_is_string(x)) {
-                rc = fail(err, param, "the text block '%s' needs a 'text' string", param);
+                rc = ds_oai_fail(err, param, "the text block '%s' needs a 'text' string", param);
                 break;
             }
             ds_sb_append(&text, json_string_value(x), json_string_length(x));
@@ -141,11 +130,11 @@ static int user_blocks(const json_t *content, size_t i, json_t *out, ds_oai_erro
         } else if (ds_json_str_is(t, "tool_result")) {
             const json_t *id = get(b, "tool_use_id"), *c = get(b, "content"), *e = get(b, "is_error");
             if (!json_is_string(id)) {
-                rc = fail(err, param, "the tool_result '%s' needs a 'tool_use_id' string", param);
+                rc = ds_oai_fail(err, param, "the tool_result '%s' needs a 'tool_use_id' string", param);
                 break;
             }
             if (e && !json_is_boolean(e)) {
-                rc = fail(err, param, "'is_error' of '%s' must be a boolean", param);
+                rc = ds_oai_fail(err, param, "'is_error' of '%s' must be a boolean", param);
                 break;
             }
             if (have_text) {   /* text before the result stays before it */
@@ -168,11 +157,11 @@ static int user_blocks(const json_t *content, size_t i, json_t *out, ds_oai_erro
             json_object_set_new(m, "tool_call_id", json_copy((json_t *)id));
             json_array_append_new(out, m);
         } else if (ds_json_str_is(t, "image") || ds_json_str_is(t, "document")) {
-            rc = fail(err, param, "'%s' blocks ('%s') are not supported yet: this server reads text only",
+            rc = ds_oai_fail(err, param, "'%s' blocks ('%s') are not supported yet: this server reads text only",
                       json_string_value(t), param);
             break;
         } else {
-            rc = fail(err, param, "a user message cannot hold a '%s' block ('%s')", json_string_value(t), param);
+            rc = ds_oai_fail(err, param, "a user message cannot hold a '%s' block ('%s')", json_string_value(t), param);
             break;
         }
     }
@@ -189,7 +178,7 @@ static int assistant_blocks(const json_t *content, size_t i, json_t *out, ds_oai
         json_array_append_new(out, chat_message("assistant", json_copy((json_t *)content)));
         return 0;
     }
-    if (!json_is_array(content)) return fail(err, param, "'%s' must be a string or an array of content blocks", param);
+    if (!json_is_array(content)) return ds_oai_fail(err, param, "'%s' must be a string or an array of content blocks", param);
     ds_sb text = {0}, thinking = {0};
     json_t *calls = json_array();
     int rc = 0, have_thinking = 0;
@@ -199,14 +188,14 @@ static int assistant_blocks(const json_t *content, size_t i, json_t *out, ds_oai
         snprintf(param, sizeof param, "messages[%zu].content[%zu]", i, k);
         const json_t *t = get(b, "type");
         if (!json_is_object(b) || !json_is_string(t)) {
-            rc = fail(err, param, "'%s' must be an object with a 'type'", param);
+            rc = ds_oai_fail(err, param, "'%s' must be an object with a 'type'", param);
             break;
         }
         if (ds_json_str_is(t, "text") || ds_json_str_is(t, "thinking")) {
             int th = ds_json_str_is(t, "thinking");
             const json_t *x = get(b, th ? "thinking" : "text");
             if (!json_is_string(x)) {
-                rc = fail(err, param, "the %s block '%s' needs a '%s' string", th ? "thinking" : "text", param,
+                rc = ds_oai_fail(err, param, "the %s block '%s' needs a '%s' string", th ? "thinking" : "text", param,
                           th ? "thinking" : "text");
                 break;
             }
@@ -217,11 +206,11 @@ static int assistant_blocks(const json_t *content, size_t i, json_t *out, ds_oai
         } else if (ds_json_str_is(t, "tool_use")) {
             const json_t *id = get(b, "id"), *name = get(b, "name"), *input = get(b, "input");
             if (!json_is_string(id) || !json_is_string(name)) {
-                rc = fail(err, param, "the tool_use block '%s' needs 'id' and 'name' strings", param);
+                rc = ds_oai_fail(err, param, "the tool_use block '%s' needs 'id' and 'name' strings", param);
                 break;
             }
             if (!json_is_object(input)) {
-                rc = fail(err, param, "'input' of the tool_use block '%s' must be an object", param);
+                rc = ds_oai_fail(err, param, "'input' of the tool_use block '%s' must be an object", param);
                 break;
             }
             json_t *call = json_object(), *f = json_object();
@@ -232,11 +221,11 @@ static int assistant_blocks(const json_t *content, size_t i, json_t *out, ds_oai
             json_object_set_new(f, "arguments", json_deep_copy(input));
             json_array_append_new(calls, call);
         } else if (ds_json_str_is(t, "image") || ds_json_str_is(t, "document")) {
-            rc = fail(err, param, "'%s' blocks ('%s') are not supported yet: this server reads text only",
+            rc = ds_oai_fail(err, param, "'%s' blocks ('%s') are not supported yet: this server reads text only",
                       json_string_value(t), param);
             break;
         } else {
-            rc = fail(err, param, "an assistant message cannot hold a '%s' block ('%s')", json_string_value(t), param);
+            rc = ds_oai_fail(err, param, "an assistant message cannot hold a '%s' block ('%s')", json_string_value(t), param);
             break;
         }
     }
@@ -259,11 +248,11 @@ static int assistant_blocks(const json_t *content, size_t i, json_t *out, ds_oai
  * prefix cache keys on, whenever a turn adds one. */
 static int translate_messages(const json_t *body, json_t *chat, ds_oai_error *err) {
     const json_t *sys = get(body, "system"), *ms = get(body, "messages");
-    if (!ms) return fail(err, "messages", "'messages' is required");
-    if (!json_is_array(ms)) return fail(err, "messages", "'messages' must be an array");
-    if (!json_array_size(ms)) return fail(err, "messages", "'messages' must not be empty");
+    if (!ms) return ds_oai_fail(err, "messages", "'messages' is required");
+    if (!json_is_array(ms)) return ds_oai_fail(err, "messages", "'messages' must be an array");
+    if (!json_array_size(ms)) return ds_oai_fail(err, "messages", "'messages' must not be empty");
     if (json_array_size(ms) > DS_OAI_MAX_MESSAGES)
-        return fail(err, "messages", "'messages' has %zu messages; at most %d are allowed", json_array_size(ms),
+        return ds_oai_fail(err, "messages", "'messages' has %zu messages; at most %d are allowed", json_array_size(ms),
                     DS_OAI_MAX_MESSAGES);
     ds_sb st = {0};
     json_t *turns = json_array();
@@ -277,12 +266,12 @@ static int translate_messages(const json_t *body, json_t *chat, ds_oai_error *er
         snprintf(param, sizeof param, "messages[%zu]", i);
         const json_t *role = get(m, "role"), *c = get(m, "content");
         if (!json_is_object(m)) {
-            rc = fail(err, param, "'%s' must be an object", param);
+            rc = ds_oai_fail(err, param, "'%s' must be an object", param);
             break;
         }
         snprintf(param, sizeof param, "messages[%zu].content", i);
         if (!c) {
-            rc = fail(err, param, "'%s' is required", param);
+            rc = ds_oai_fail(err, param, "'%s' is required", param);
             break;
         }
         if (ds_json_str_is(role, "user")) {
@@ -298,11 +287,11 @@ static int translate_messages(const json_t *body, json_t *chat, ds_oai_error *er
             ds_sb_free(&t);
         } else {
             snprintf(param, sizeof param, "messages[%zu].role", i);
-            rc = fail(err, param, "'%s' must be user or assistant%s%s%s", param, json_is_string(role) ? ", got '" : "",
+            rc = ds_oai_fail(err, param, "'%s' must be user or assistant%s%s%s", param, json_is_string(role) ? ", got '" : "",
                       json_is_string(role) ? json_string_value(role) : "", json_is_string(role) ? "'" : "");
         }
     }
-    if (!rc && !json_array_size(turns)) rc = fail(err, "messages", "'messages' holds no user or assistant message");
+    if (!rc && !json_array_size(turns)) rc = ds_oai_fail(err, "messages", "'messages' holds no user or assistant message");
     if (!rc) {
         json_t *all = json_array();
         if (st.n) json_array_append_new(all, chat_message("system", sb_string(&st)));
@@ -319,7 +308,7 @@ static int translate_messages(const json_t *body, json_t *chat, ds_oai_error *er
 static int translate_tools(const json_t *body, json_t *chat, ds_oai_error *err) {
     const json_t *tools = get(body, "tools"), *tc = get(body, "tool_choice");
     if (tools && !json_is_null(tools)) {
-        if (!json_is_array(tools)) return fail(err, "tools", "'tools' must be an array");
+        if (!json_is_array(tools)) return ds_oai_fail(err, "tools", "'tools' must be an array");
         json_t *out = json_array();
         size_t i;
         const json_t *t;
@@ -330,27 +319,27 @@ static int translate_tools(const json_t *body, json_t *chat, ds_oai_error *err) 
                          *desc = get(t, "description");
             if (!json_is_object(t)) {
                 json_decref(out);
-                return fail(err, param, "'%s' must be an object", param);
+                return ds_oai_fail(err, param, "'%s' must be an object", param);
             }
             /* Anthropic's own server tools (web_search_*, bash_*, text_editor_*, ...) run on its side: skipped */
             if (type && !json_is_null(type) && !ds_json_str_is(type, "custom")) {
                 if (json_is_string(type)) continue;
                 json_decref(out);
-                return fail(err, param, "'type' of '%s' must be a string", param);
+                return ds_oai_fail(err, param, "'type' of '%s' must be a string", param);
             }
             if (!json_is_string(name) || !json_string_length(name)) {
                 json_decref(out);
-                return fail(err, param, "'%s' needs a 'name' string", param);
+                return ds_oai_fail(err, param, "'%s' needs a 'name' string", param);
             }
             if (!json_is_object(schema)) {
                 json_decref(out);
                 snprintf(param, sizeof param, "tools[%zu].input_schema", i);
-                return fail(err, param, "'%s' must be an object (a JSON Schema)", param);
+                return ds_oai_fail(err, param, "'%s' must be an object (a JSON Schema)", param);
             }
             if (desc && !json_is_string(desc)) {
                 json_decref(out);
                 snprintf(param, sizeof param, "tools[%zu].description", i);
-                return fail(err, param, "'%s' must be a string", param);
+                return ds_oai_fail(err, param, "'%s' must be a string", param);
             }
             json_t *f = json_object(), *ct = json_object();
             json_object_set_new(ct, "type", json_string("function"));
@@ -366,9 +355,9 @@ static int translate_tools(const json_t *body, json_t *chat, ds_oai_error *err) 
     if (tc && !json_is_null(tc)) {
         const json_t *type = get(tc, "type"), *name = get(tc, "name"), *dp = get(tc, "disable_parallel_tool_use");
         if (!json_is_object(tc) || !json_is_string(type))
-            return fail(err, "tool_choice", "'tool_choice' must be an object with a 'type'");
+            return ds_oai_fail(err, "tool_choice", "'tool_choice' must be an object with a 'type'");
         if (dp && !json_is_boolean(dp))
-            return fail(err, "tool_choice.disable_parallel_tool_use",
+            return ds_oai_fail(err, "tool_choice.disable_parallel_tool_use",
                         "'tool_choice.disable_parallel_tool_use' must be a boolean");
         if (json_is_true(dp)) json_object_set_new(chat, "parallel_tool_calls", json_false());
         int has_tools = json_object_get(chat, "tools") != NULL;
@@ -377,12 +366,12 @@ static int translate_tools(const json_t *body, json_t *chat, ds_oai_error *err) 
         } else if (ds_json_str_is(type, "none")) {
             if (has_tools) json_object_set_new(chat, "tool_choice", json_string("none"));
         } else if (ds_json_str_is(type, "any") || ds_json_str_is(type, "tool")) {
-            if (!has_tools) return fail(err, "tool_choice", "'tool_choice' of type '%s' needs 'tools'", json_string_value(type));
+            if (!has_tools) return ds_oai_fail(err, "tool_choice", "'tool_choice' of type '%s' needs 'tools'", json_string_value(type));
             if (ds_json_str_is(type, "any")) {
                 json_object_set_new(chat, "tool_choice", json_string("required"));
             } else {
                 if (!json_is_string(name))
-                    return fail(err, "tool_choice.name", "'tool_choice' of type 'tool' needs a 'name' string");
+                    return ds_oai_fail(err, "tool_choice.name", "'tool_choice' of type 'tool' needs a 'name' string");
                 json_t *o = json_object(), *f = json_object();
                 json_object_set_new(o, "type", json_string("function"));
                 json_object_set_new(o, "function", f);
@@ -390,7 +379,7 @@ static int translate_tools(const json_t *body, json_t *chat, ds_oai_error *err) 
                 json_object_set_new(chat, "tool_choice", o);
             }
         } else {
-            return fail(err, "tool_choice.type", "'tool_choice.type' must be auto, any, tool or none, got '%s'",
+            return ds_oai_fail(err, "tool_choice.type", "'tool_choice.type' must be auto, any, tool or none, got '%s'",
                         json_string_value(type));
         }
     }
@@ -405,15 +394,15 @@ static int translate_thinking(const json_t *body, json_t *chat, ds_oai_error *er
     const json_t *th = get(body, "thinking");
     if (!th || json_is_null(th)) return 0;
     const json_t *type = get(th, "type"), *budget = get(th, "budget_tokens");
-    if (!json_is_object(th) || !json_is_string(type)) return fail(err, "thinking", "'thinking' must be an object with a 'type'");
+    if (!json_is_object(th) || !json_is_string(type)) return ds_oai_fail(err, "thinking", "'thinking' must be an object with a 'type'");
     if (budget && !json_is_null(budget) && (!json_is_integer(budget) || json_integer_value(budget) < 1))
-        return fail(err, "thinking.budget_tokens", "'thinking.budget_tokens' must be a positive integer");
+        return ds_oai_fail(err, "thinking.budget_tokens", "'thinking.budget_tokens' must be a positive integer");
     if (ds_json_str_is(type, "enabled") || ds_json_str_is(type, "adaptive"))
         json_object_set_new(chat, "reasoning_effort", json_string("medium"));
     else if (ds_json_str_is(type, "disabled"))
         json_object_set_new(chat, "reasoning_effort", json_string("none"));
     else
-        return fail(err, "thinking.type", "'thinking.type' must be enabled, disabled or adaptive, got '%s'",
+        return ds_oai_fail(err, "thinking.type", "'thinking.type' must be enabled, disabled or adaptive, got '%s'",
                     json_string_value(type));
     return 0;
 }
@@ -421,45 +410,45 @@ static int translate_thinking(const json_t *body, json_t *chat, ds_oai_error *er
 static int translate_sampling(const json_t *body, int for_count, json_t *chat, ds_oai_error *err) {
     const json_t *v;
     if ((v = get(body, "model"))) {
-        if (!json_is_string(v)) return fail(err, "model", "'model' must be a string");
+        if (!json_is_string(v)) return ds_oai_fail(err, "model", "'model' must be a string");
         json_object_set(chat, "model", (json_t *)v);
     }
     v = get(body, "max_tokens");
-    if (!v && !for_count) return fail(err, "max_tokens", "'max_tokens' is required");
+    if (!v && !for_count) return ds_oai_fail(err, "max_tokens", "'max_tokens' is required");
     if (v && !for_count) {
         if (!json_is_integer(v) || json_integer_value(v) < 1)
-            return fail(err, "max_tokens", "'max_tokens' must be a positive integer");
+            return ds_oai_fail(err, "max_tokens", "'max_tokens' must be a positive integer");
         json_object_set(chat, "max_tokens", (json_t *)v);
     }
     if ((v = get(body, "temperature")) && !json_is_null(v)) {
         if (!json_is_number(v) || json_number_value(v) < 0 || json_number_value(v) > 1)
-            return fail(err, "temperature", "'temperature' must be a number from 0 to 1");
+            return ds_oai_fail(err, "temperature", "'temperature' must be a number from 0 to 1");
         json_object_set(chat, "temperature", (json_t *)v);
     }
     if ((v = get(body, "top_p")) && !json_is_null(v)) {
         if (!json_is_number(v) || json_number_value(v) <= 0 || json_number_value(v) > 1)
-            return fail(err, "top_p", "'top_p' must be a number above 0 and at most 1");
+            return ds_oai_fail(err, "top_p", "'top_p' must be a number above 0 and at most 1");
         json_object_set(chat, "top_p", (json_t *)v);
     }
     if ((v = get(body, "top_k")) && !json_is_null(v)) {
         if (!json_is_integer(v) || json_integer_value(v) < 0)
-            return fail(err, "top_k", "'top_k' must be a non-negative integer");
+            return ds_oai_fail(err, "top_k", "'top_k' must be a non-negative integer");
         json_object_set(chat, "top_k", (json_t *)v);
     }
     if ((v = get(body, "stop_sequences")) && !json_is_null(v)) {
-        if (!json_is_array(v)) return fail(err, "stop_sequences", "'stop_sequences' must be an array of strings");
+        if (!json_is_array(v)) return ds_oai_fail(err, "stop_sequences", "'stop_sequences' must be an array of strings");
         if (json_array_size(v) > DS_OAI_MAX_STOP)
-            return fail(err, "stop_sequences", "'stop_sequences' has %zu strings; at most %d are allowed", json_array_size(v),
+            return ds_oai_fail(err, "stop_sequences", "'stop_sequences' has %zu strings; at most %d are allowed", json_array_size(v),
                         DS_OAI_MAX_STOP);
         size_t i;
         const json_t *s;
         json_array_foreach(v, i, s)
             if (!json_is_string(s) || !json_string_length(s))
-                return fail(err, "stop_sequences", "'stop_sequences' must hold strings that are not empty");
+                return ds_oai_fail(err, "stop_sequences", "'stop_sequences' must hold strings that are not empty");
         if (json_array_size(v)) json_object_set(chat, "stop", (json_t *)v);
     }
     if ((v = get(body, "stream")) && !json_is_null(v)) {
-        if (!json_is_boolean(v)) return fail(err, "stream", "'stream' must be a boolean");
+        if (!json_is_boolean(v)) return ds_oai_fail(err, "stream", "'stream' must be a boolean");
         if (!for_count) json_object_set(chat, "stream", (json_t *)v);
     }
     /* metadata, context_management, output_config (effort), service_tier, container: accepted,
@@ -470,11 +459,11 @@ static int translate_sampling(const json_t *body, int for_count, json_t *chat, d
 int ds_messages_parse(const json_t *body, int for_count, ds_oai_request *out, ds_oai_error *err) {
     memset(out, 0, sizeof *out);
     memset(err, 0, sizeof *err);
-    if (!json_is_object(body)) return fail(err, "", "the request body must be a JSON object");
+    if (!json_is_object(body)) return ds_oai_fail(err, "", "the request body must be a JSON object");
     json_t *chat = json_object();
     int rc = -1;
     if (!get(body, "model")) {
-        fail(err, "model", "'model' is required");
+        ds_oai_fail(err, "model", "'model' is required");
         goto out;
     }
     if (translate_sampling(body, for_count, chat, err) || translate_messages(body, chat, err) ||

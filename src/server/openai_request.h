@@ -98,6 +98,10 @@ typedef struct {
     const char *code;            /* OpenAI's error code, or NULL (most 400s have none) */
 } ds_oai_error;
 
+/* Fills err (param may be NULL: none; code NULL) and returns -1: every parser of a request
+ * body (this one, responses_api.h, messages_api.h) refuses through it. */
+int ds_oai_fail(ds_oai_error *err, const char *param, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+
 /* Returns 0, or -1 with err filled (always a 400) and *out left empty. */
 int ds_oai_request_parse(const char *body, size_t len, ds_oai_kind kind, ds_oai_request *out, ds_oai_error *err);
 /* The same from a parsed body (not taken over): the Responses and Messages APIs translate their

@@ -7,7 +7,6 @@
  * is refused. */
 #include "server/responses_api.h"
 
-#include <stdarg.h>
 #include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -28,18 +27,8 @@ static const json_t *field(const json_t *o, const char *k) {
     return json_is_null(v) ? NULL : v;
 }
 
-static int fail(ds_oai_error *err, const char *param, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static int fail(ds_oai_error *err, const char *param, const char *fmt, ...) {
-    snprintf(err->param, sizeof err->param, "%s", param ? param : "");
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err->message, sizeof err->message, fmt, ap);
-    va_end(ap);
-    return -1;
-}
-
 static int set(json_t *o, const char *k, json_t *v, ds_oai_error *err) {
-    if (!v || json_object_set_new(o, k, v)) return fail(err, k, "out of memory");
+    if (!v || json_object_set_new(o, k, v)) return ds_oai_fail(err, k, "out of memory");
     return 0;
 }
 
@@ -52,25 +41,25 @@ static int content_text(const json_t *c, const char *param, ds_sb *out, ds_oai_e
         ds_sb_append(out, s, len);
         return 0;
     }
-    if (!json_is_array(c)) return fail(err, param, "'%s' must be a string or an array of content parts", param);
+    if (!json_is_array(c)) return ds_oai_fail(err, param, "'%s' must be a string or an array of content parts", param);
     size_t k;
     const json_t *p;
     json_array_foreach(c, k, p) {
         char pp[96];
         snprintf(pp, sizeof pp, "%s[%zu]", param, k);
         const json_t *t = field(p, "type");
-        if (!json_is_object(p) || !json_is_string(t)) return fail(err, pp, "'%s' must be an object with a 'type'", pp);
+        if (!json_is_object(p) || !json_is_string(t)) return ds_oai_fail(err, pp, "'%s' must be an object with a 'type'", pp);
         const char *key = "text";
         if (ds_json_str_is(t, "refusal")) key = "refusal";
         else if (ds_json_str_is(t, "input_image"))
-            return fail(err, pp, "'%s' is an image: images are not supported yet", pp);
+            return ds_oai_fail(err, pp, "'%s' is an image: images are not supported yet", pp);
         else if (ds_json_str_is(t, "input_file") || ds_json_str_is(t, "input_audio"))
-            return fail(err, pp, "'%s' is of type '%s': only text is supported", pp, json_string_value(t));
+            return ds_oai_fail(err, pp, "'%s' is of type '%s': only text is supported", pp, json_string_value(t));
         else if (!ds_json_str_is(t, "input_text") && !ds_json_str_is(t, "output_text") && !ds_json_str_is(t, "text") &&
                  !ds_json_str_is(t, "reasoning_text") && !ds_json_str_is(t, "summary_text"))
-            return fail(err, pp, "'%s' has an unknown type '%s'", pp, json_string_value(t));
+            return ds_oai_fail(err, pp, "'%s' has an unknown type '%s'", pp, json_string_value(t));
         s = ds_json_str(field(p, key), &len);
-        if (!s) return fail(err, pp, "'%s' needs a '%s' string", pp, key);
+        if (!s) return ds_oai_fail(err, pp, "'%s' needs a '%s' string", pp, key);
         ds_sb_append(out, s, len);
     }
     return 0;
@@ -104,14 +93,14 @@ static int message_item(conv *cv, const json_t *it, const char *param, ds_oai_er
     char pp[96];
     const json_t *role = field(it, "role");
     snprintf(pp, sizeof pp, "%s.role", param);
-    if (!json_is_string(role)) return fail(err, pp, "'%s' must be a string", pp);
+    if (!json_is_string(role)) return ds_oai_fail(err, pp, "'%s' must be a string", pp);
     int is_user = ds_json_str_is(role, "user"), is_asst = ds_json_str_is(role, "assistant");
     int is_sys = ds_json_str_is(role, "system") || ds_json_str_is(role, "developer");
     if (!is_user && !is_asst && !is_sys)
-        return fail(err, pp, "'%s' must be user, assistant, system or developer, got '%s'", pp, json_string_value(role));
+        return ds_oai_fail(err, pp, "'%s' must be user, assistant, system or developer, got '%s'", pp, json_string_value(role));
     snprintf(pp, sizeof pp, "%s.content", param);
     const json_t *c = field(it, "content");
-    if (!c) return fail(err, pp, "'%s' is required", pp);
+    if (!c) return ds_oai_fail(err, pp, "'%s' is required", pp);
     ds_sb text = {0};
     if (content_text(c, pp, &text, err)) {
         ds_sb_free(&text);
@@ -135,16 +124,16 @@ static int function_call_item(conv *cv, const json_t *it, const char *param, ds_
     char pp[96];
     const json_t *id = field(it, "call_id"), *name = field(it, "name"), *args = field(it, "arguments");
     snprintf(pp, sizeof pp, "%s.call_id", param);
-    if (!json_is_string(id)) return fail(err, pp, "'%s' must be a string", pp);
+    if (!json_is_string(id)) return ds_oai_fail(err, pp, "'%s' must be a string", pp);
     snprintf(pp, sizeof pp, "%s.name", param);
-    if (!json_is_string(name)) return fail(err, pp, "'%s' must be a string", pp);
+    if (!json_is_string(name)) return ds_oai_fail(err, pp, "'%s' must be a string", pp);
     snprintf(pp, sizeof pp, "%s.arguments", param);
-    if (!json_is_string(args)) return fail(err, pp, "'%s' must be a string (JSON text)", pp);
+    if (!json_is_string(args)) return ds_oai_fail(err, pp, "'%s' must be a string (JSON text)", pp);
     char msg[256];
     json_t *parsed = ds_json_parse(json_string_value(args), json_string_length(args), msg, sizeof msg);
     if (!json_is_object(parsed)) {
         json_decref(parsed);
-        return fail(err, pp, "'%s' must be the JSON text of an object", pp);
+        return ds_oai_fail(err, pp, "'%s' must be the JSON text of an object", pp);
     }
     json_decref(parsed);
     json_t *m = cv->turn && !cv->reasoning.n ? cv->turn : assistant(cv);
@@ -167,9 +156,9 @@ static int function_output_item(conv *cv, const json_t *it, const char *param, d
     char pp[96];
     const json_t *id = field(it, "call_id"), *o = field(it, "output");
     snprintf(pp, sizeof pp, "%s.call_id", param);
-    if (!json_is_string(id)) return fail(err, pp, "'%s' must be a string", pp);
+    if (!json_is_string(id)) return ds_oai_fail(err, pp, "'%s' must be a string", pp);
     snprintf(pp, sizeof pp, "%s.output", param);
-    if (!o) return fail(err, pp, "'%s' is required", pp);
+    if (!o) return ds_oai_fail(err, pp, "'%s' is required", pp);
     ds_sb text = {0};
     if (content_text(o, pp, &text, err)) {
         ds_sb_free(&text);
@@ -192,14 +181,14 @@ static int reasoning_item(conv *cv, const json_t *it, const char *param, ds_oai_
     snprintf(pp, sizeof pp, "%s.%s", param, c ? "content" : "summary");
     if (!c) c = s;
     if (!c) return 0;
-    if (!json_is_array(c)) return fail(err, pp, "'%s' must be an array", pp);
+    if (!json_is_array(c)) return ds_oai_fail(err, pp, "'%s' must be an array", pp);
     if (cv->reasoning.n && json_array_size(c)) ds_sb_puts(&cv->reasoning, "\n");
     return content_text(c, pp, &cv->reasoning, err);
 }
 
 static int parse_input(const json_t *body, conv *cv, ds_oai_error *err) {
     const json_t *in = field(body, "input");
-    if (!in) return fail(err, "input", "'input' is required");
+    if (!in) return ds_oai_fail(err, "input", "'input' is required");
     size_t len;
     const char *s = ds_json_str(in, &len);
     if (s) {
@@ -209,27 +198,27 @@ static int parse_input(const json_t *body, conv *cv, ds_oai_error *err) {
         json_array_append_new(cv->messages, m);
         return 0;
     }
-    if (!json_is_array(in)) return fail(err, "input", "'input' must be a string or an array of items");
-    if (json_array_size(in) == 0) return fail(err, "input", "'input' must not be empty");
+    if (!json_is_array(in)) return ds_oai_fail(err, "input", "'input' must be a string or an array of items");
+    if (json_array_size(in) == 0) return ds_oai_fail(err, "input", "'input' must not be empty");
     if (json_array_size(in) > DS_OAI_MAX_MESSAGES)
-        return fail(err, "input", "'input' has %zu items; at most %d are allowed", json_array_size(in), DS_OAI_MAX_MESSAGES);
+        return ds_oai_fail(err, "input", "'input' has %zu items; at most %d are allowed", json_array_size(in), DS_OAI_MAX_MESSAGES);
     size_t i;
     const json_t *it;
     json_array_foreach(in, i, it) {
         char param[64];
         snprintf(param, sizeof param, "input[%zu]", i);
-        if (!json_is_object(it)) return fail(err, param, "'%s' must be an object", param);
+        if (!json_is_object(it)) return ds_oai_fail(err, param, "'%s' must be an object", param);
         const json_t *t = field(it, "type");
-        if (t && !json_is_string(t)) return fail(err, param, "'%s.type' must be a string", param);
+        if (t && !json_is_string(t)) return ds_oai_fail(err, param, "'%s.type' must be a string", param);
         int rc;
         if (!t || ds_json_str_is(t, "message")) rc = message_item(cv, it, param, err);
         else if (ds_json_str_is(t, "function_call")) rc = function_call_item(cv, it, param, err);
         else if (ds_json_str_is(t, "function_call_output")) rc = function_output_item(cv, it, param, err);
         else if (ds_json_str_is(t, "reasoning")) rc = reasoning_item(cv, it, param, err);
         else if (ds_json_str_is(t, "item_reference"))
-            rc = fail(err, param, "'%s' is an item_reference: this server stores no items; send the item itself", param);
+            rc = ds_oai_fail(err, param, "'%s' is an item_reference: this server stores no items; send the item itself", param);
         else
-            rc = fail(err, param, "'%s' has type '%s', which is not supported (message, function_call, "
+            rc = ds_oai_fail(err, param, "'%s' has type '%s', which is not supported (message, function_call, "
                       "function_call_output and reasoning are)", param, json_string_value(t));
         if (rc) return -1;
     }
@@ -276,7 +265,7 @@ static json_t *merge_system(json_t *messages, const json_t *instructions) {
 static int parse_tools(const json_t *body, json_t *chat, ds_oai_error *err) {
     const json_t *tools = field(body, "tools");
     if (!tools) return 0;
-    if (!json_is_array(tools)) return fail(err, "tools", "'tools' must be an array");
+    if (!json_is_array(tools)) return ds_oai_fail(err, "tools", "'tools' must be an array");
     json_t *out = json_array();
     size_t i;
     const json_t *t;
@@ -286,7 +275,7 @@ static int parse_tools(const json_t *body, json_t *chat, ds_oai_error *err) {
         const json_t *type = field(t, "type");
         if (!json_is_object(t) || !json_is_string(type)) {
             json_decref(out);
-            return fail(err, param, "'%s' must be an object with a 'type'", param);
+            return ds_oai_fail(err, param, "'%s' must be an object with a 'type'", param);
         }
         if (!ds_json_str_is(type, "function")) continue;
         const json_t *name = field(t, "name"), *desc = field(t, "description"), *params = field(t, "parameters"),
@@ -294,7 +283,7 @@ static int parse_tools(const json_t *body, json_t *chat, ds_oai_error *err) {
         if (!json_is_string(name) || (desc && !json_is_string(desc)) || (params && !json_is_object(params)) ||
             (strict && !json_is_boolean(strict))) {
             json_decref(out);
-            return fail(err, param, "'%s' needs a 'name' string, and 'description' a string, 'parameters' an "
+            return ds_oai_fail(err, param, "'%s' needs a 'name' string, and 'description' a string, 'parameters' an "
                         "object, 'strict' a boolean when given", param);
         }
         json_t *f = json_object(), *ct = json_object();
@@ -319,48 +308,48 @@ static int parse_tool_choice(const json_t *body, json_t *chat, ds_oai_error *err
     if (json_is_string(tc)) return set(chat, "tool_choice", json_copy((json_t *)tc), err);
     const json_t *type = field(tc, "type"), *name = field(tc, "name");
     if (!json_is_object(tc) || !ds_json_str_is(type, "function"))
-        return fail(err, "tool_choice", "'tool_choice' must be none, auto, required or {\"type\": \"function\", "
+        return ds_oai_fail(err, "tool_choice", "'tool_choice' must be none, auto, required or {\"type\": \"function\", "
                     "\"name\": ...}");
-    if (!json_is_string(name)) return fail(err, "tool_choice", "'tool_choice.name' must be a string");
+    if (!json_is_string(name)) return ds_oai_fail(err, "tool_choice", "'tool_choice.name' must be a string");
     return set(chat, "tool_choice", json_pack("{s:s,s:{s:O}}", "type", "function", "function", "name", name), err);
 }
 
 static int parse_reasoning(const json_t *body, json_t *chat, ds_oai_error *err) {
     const json_t *r = field(body, "reasoning");
     if (!r) return 0;
-    if (!json_is_object(r)) return fail(err, "reasoning", "'reasoning' must be an object");
+    if (!json_is_object(r)) return ds_oai_fail(err, "reasoning", "'reasoning' must be an object");
     const json_t *e = field(r, "effort"), *s = field(r, "summary");
-    if (s && !json_is_string(s)) return fail(err, "reasoning.summary", "'reasoning.summary' must be a string");
+    if (s && !json_is_string(s)) return ds_oai_fail(err, "reasoning.summary", "'reasoning.summary' must be a string");
     if (!e) return 0;
     if (ds_json_str_is(e, "none") || ds_json_str_is(e, "minimal"))
         return set(chat, "reasoning_effort", json_string("none"), err);
     static const char *const on[] = {"low", "medium", "high", "xhigh"};
     for (size_t i = 0; i < sizeof on / sizeof *on; i++)
         if (ds_json_str_is(e, on[i])) return set(chat, "reasoning_effort", json_string("medium"), err);
-    return fail(err, "reasoning.effort", "'reasoning.effort' must be none, minimal, low, medium or high");
+    return ds_oai_fail(err, "reasoning.effort", "'reasoning.effort' must be none, minimal, low, medium or high");
 }
 
 static int parse_text(const json_t *body, json_t *chat, ds_oai_error *err) {
     const json_t *t = field(body, "text");
     if (!t) return 0;
-    if (!json_is_object(t)) return fail(err, "text", "'text' must be an object");
+    if (!json_is_object(t)) return ds_oai_fail(err, "text", "'text' must be an object");
     const json_t *f = field(t, "format");
     if (!f) return 0;
     const json_t *type = field(f, "type");
     if (!json_is_object(f) || !json_is_string(type))
-        return fail(err, "text.format", "'text.format' must be an object with a 'type'");
+        return ds_oai_fail(err, "text.format", "'text.format' must be an object with a 'type'");
     if (ds_json_str_is(type, "text")) return 0;
     if (ds_json_str_is(type, "json_object"))
         return set(chat, "response_format", json_pack("{s:s}", "type", "json_object"), err);
     if (!ds_json_str_is(type, "json_schema"))
-        return fail(err, "text.format.type", "'text.format.type' must be text, json_object or json_schema, got '%s'",
+        return ds_oai_fail(err, "text.format.type", "'text.format.type' must be text, json_object or json_schema, got '%s'",
                     json_string_value(type));
     const json_t *name = field(f, "name"), *schema = field(f, "schema"), *strict = field(f, "strict");
-    if (name && !json_is_string(name)) return fail(err, "text.format.name", "'text.format.name' must be a string");
+    if (name && !json_is_string(name)) return ds_oai_fail(err, "text.format.name", "'text.format.name' must be a string");
     if (!json_is_object(schema))
-        return fail(err, "text.format.schema", "'text.format.schema' is required: a JSON Schema (an object)");
+        return ds_oai_fail(err, "text.format.schema", "'text.format.schema' is required: a JSON Schema (an object)");
     if (strict && !json_is_boolean(strict))
-        return fail(err, "text.format.strict", "'text.format.strict' must be a boolean");
+        return ds_oai_fail(err, "text.format.strict", "'text.format.strict' must be a boolean");
     json_t *js = json_object();
     json_object_set_new(js, "name", name ? json_copy((json_t *)name) : json_string("response"));
     json_object_set_new(js, "schema", json_deep_copy(schema));
@@ -378,17 +367,17 @@ static int copy_as(const json_t *body, const char *from, json_t *chat, const cha
 static json_t *build_chat(const json_t *body, ds_oai_error *err) {
     const json_t *v;
     if ((v = field(body, "previous_response_id")))
-        return fail(err, "previous_response_id", "'previous_response_id' is not supported: this server keeps no "
+        return ds_oai_fail(err, "previous_response_id", "'previous_response_id' is not supported: this server keeps no "
                     "responses (it is stateless); send the whole conversation in 'input'"), NULL;
     if ((v = field(body, "conversation")))
-        return fail(err, "conversation", "'conversation' is not supported: this server keeps no conversations; "
+        return ds_oai_fail(err, "conversation", "'conversation' is not supported: this server keeps no conversations; "
                     "send the whole conversation in 'input'"), NULL;
     if ((v = field(body, "background")) && !json_is_false(v))
-        return fail(err, "background", "'background': true is not supported: this server keeps no responses"), NULL;
-    if ((v = field(body, "store")) && !json_is_boolean(v)) return fail(err, "store", "'store' must be a boolean"), NULL;
+        return ds_oai_fail(err, "background", "'background': true is not supported: this server keeps no responses"), NULL;
+    if ((v = field(body, "store")) && !json_is_boolean(v)) return ds_oai_fail(err, "store", "'store' must be a boolean"), NULL;
     if ((v = field(body, "instructions")) && !json_is_string(v))
-        return fail(err, "instructions", "'instructions' must be a string"), NULL;
-    if ((v = field(body, "stream")) && !json_is_boolean(v)) return fail(err, "stream", "'stream' must be a boolean"), NULL;
+        return ds_oai_fail(err, "instructions", "'instructions' must be a string"), NULL;
+    if ((v = field(body, "stream")) && !json_is_boolean(v)) return ds_oai_fail(err, "stream", "'stream' must be a boolean"), NULL;
     json_t *chat = json_object();
     conv cv = {.messages = json_array()};
     int rc = parse_input(body, &cv, err);
@@ -433,7 +422,7 @@ static void rename_field(char *param, size_t pcap, char *message, size_t mcap) {
 int ds_responses_parse(const json_t *body, ds_oai_request *out, ds_oai_error *err) {
     memset(out, 0, sizeof *out);
     memset(err, 0, sizeof *err);
-    if (!json_is_object(body)) return fail(err, NULL, "the request body must be a JSON object");
+    if (!json_is_object(body)) return ds_oai_fail(err, NULL, "the request body must be a JSON object");
     json_t *chat = build_chat(body, err);
     if (!chat) return -1;
     int rc = ds_oai_request_parse_json(chat, DS_OAI_CHAT, out, err);

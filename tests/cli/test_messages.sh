@@ -30,20 +30,9 @@ run() {
     pid=$!
     if ! wait_ready "$log" "$pid" 200; then bad "server $mode starts" "$(tail -n 5 "$log")"; return; fi
     ok "server $mode starts"
-    local out line p f
-    out=$(cd "$DS_ROOT/tests/server" && DS_URL="http://127.0.0.1:$port" DS_KEY="$key" DS_MODEL=tiny DS_MODE="$mode" \
-          timeout 300 node messages.mjs 2>&1)
-    echo "$out" | grep -E '^(ok|FAIL) '
-    line=$(echo "$out" | grep -E '^RESULT passed=[0-9]+ failed=[0-9]+$' | tail -n 1)
-    if [ -z "$line" ]; then
-        bad "messages.mjs $mode" "no RESULT line: $(echo "$out" | tail -n 5)"
-    else
-        p=${line#RESULT passed=}; p=${p%% *}; f=${line##*failed=}
-        passed=$((passed + p)) failed=$((failed + f))
-    fi
-    kill -TERM "$pid" 2>/dev/null
-    for _ in $(seq 1 100); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
-    wait "$pid" 2>/dev/null && ok "server $mode exits 0 on SIGTERM" || bad "server $mode exits 0 on SIGTERM" "$(tail -n 3 "$log")"
+    fold_results "messages.mjs $mode" "$(cd "$DS_ROOT/tests/server" && DS_URL="http://127.0.0.1:$port" DS_KEY="$key" \
+                                         DS_MODEL=tiny DS_MODE="$mode" timeout 300 node messages.mjs 2>&1)"
+    stop_server "server $mode" "$pid" "$log"
     pid=""
 }
 

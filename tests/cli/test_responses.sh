@@ -25,22 +25,15 @@ fi
 # run NAME MODE ARGS... : starts a server, runs responses.mjs in MODE against it, stops it
 run() {
     local name=$1 mode=$2; shift 2
-    local log="$DS_TMP/server-responses-$name.log" out line p f
+    local log="$DS_TMP/server-responses-$name.log"
     : >"$log"
     "$DS_BIN" serve -m "$model" --port 0 --api-key "$key" --served-model-name tiny --threads 2 "$@" >"$log" 2>&1 &
     pid=$!
     pids+=("$pid")
     if ! wait_ready "$log" "$pid" 200; then bad "server $name starts" "$(tail -n 5 "$log")"; return; fi
-    out=$(cd "$DS_ROOT/tests/server" && DS_URL="http://127.0.0.1:$port" DS_KEY="$key" DS_MODEL=tiny DS_MODE="$mode" \
-          timeout 300 node responses.mjs 2>&1)
-    echo "$out" | grep -E '^(ok|FAIL) '
-    line=$(echo "$out" | grep -E '^RESULT passed=[0-9]+ failed=[0-9]+$' | tail -n 1)
-    if [ -z "$line" ]; then bad "responses $mode" "no RESULT line: $(echo "$out" | tail -n 5)"
-    else p=${line#RESULT passed=}; p=${p%% *}; f=${line##*failed=}; passed=$((passed + p)) failed=$((failed + f)); fi
-    kill -TERM "$pid" 2>/dev/null
-    wait "$pid"
-    local rc=$?
-    [ "$rc" -eq 0 ] && ok "server $name exits 0 after the $mode suite" || bad "server $name exits 0" "exit $rc: $(tail -n 3 "$log")"
+    fold_results "responses $mode" "$(cd "$DS_ROOT/tests/server" && DS_URL="http://127.0.0.1:$port" DS_KEY="$key" \
+                                      DS_MODEL=tiny DS_MODE="$mode" timeout 300 node responses.mjs 2>&1)"
+    stop_server "server $name" "$pid" "$log"
 }
 
 run main main --ctx 4096

@@ -25,15 +25,6 @@ pid=$!
 trap 'kill "$pid" 2>/dev/null' EXIT
 if ! wait_ready "$log" "$pid" 300; then bad "server starts" "$(tail -n 5 "$log")"; finish; fi
 ok "server starts"
-out=$(cd "$DS_ROOT/tests/server" && DS_URL="http://127.0.0.1:$port" DS_MODEL=tiny timeout 300 node tokens.mjs 2>&1)
-echo "$out" | grep -E '^(ok|FAIL) '
-line=$(echo "$out" | grep -E '^RESULT passed=[0-9]+ failed=[0-9]+$' | tail -n 1)
-if [ -z "$line" ]; then
-    bad "tokens.mjs" "no RESULT line: $(echo "$out" | tail -n 5)"
-else
-    p=${line#RESULT passed=}; p=${p%% *}; f=${line##*failed=}
-    passed=$((passed + p)) failed=$((failed + f))
-fi
-kill -TERM "$pid" 2>/dev/null
-wait "$pid" 2>/dev/null
+fold_results "tokens.mjs" "$(cd "$DS_ROOT/tests/server" && DS_URL="http://127.0.0.1:$port" DS_MODEL=tiny timeout 300 node tokens.mjs 2>&1)"
+stop_server "server" "$pid" "$log"
 finish

@@ -140,20 +140,38 @@ static void set_finish(req_state *s, const char *f) {
     if (s->finish_count++ == 0) snprintf(s->finish, sizeof s->finish, "%s", f);
 }
 
+/* What the Responses and Messages streams share: every event's data is a JSON
+ * object with a "type". Returns that type (*j holds the object; caller
+ * decrefs), or NULL for an event counted here: data without a type, or an
+ * error event. */
+static const char *typed_event(req_state *s, const char *event, const char *data, size_t len, json_t **j) {
+    if (s->done) s->after_done++;
+    *j = ds_json_parse(data, len, NULL, 0);
+    const json_t *type = json_object_get(*j, "type");
+    const char *ty = json_is_string(type) ? json_string_value(type) : NULL;
+    if (!ty) {
+        if (s->non_json++ == 0) snprintf(s->err, sizeof s->err, "data is not a JSON object with a type: %.120s", data);
+        return NULL;
+    }
+    if (!strcmp(ty, "error") || !strcmp(event, "error")) {
+        if (s->error_events++ == 0) snprintf(s->err, sizeof s->err, "error event: %.150s", data);
+        return NULL;
+    }
+    return ty;
+}
+
 /* OpenAI Responses events: text from output_text / reasoning deltas, the end
  * and usage from response.completed / .incomplete (.failed: a failure). */
 static void on_responses_event(void *ud, const char *event, const char *data, size_t len, double t) {
     req_state *s = ud;
-    if (s->done) s->after_done++;
-    json_t *j = ds_json_parse(data, len, NULL, 0);
-    const json_t *type = json_object_get(j, "type");
-    const char *ty = json_is_string(type) ? json_string_value(type) : NULL;
+    json_t *j;
+    const char *ty = typed_event(s, event, data, len, &j);
     if (!ty) {
-        if (s->non_json++ == 0) snprintf(s->err, sizeof s->err, "data is not a JSON object with a type: %.120s", data);
-    } else if (!strcmp(ty, "error") || !strcmp(event, "error")) {
-        if (s->error_events++ == 0) snprintf(s->err, sizeof s->err, "error event: %.150s", data);
-    } else if (!strcmp(ty, "response.output_text.delta") || !strcmp(ty, "response.reasoning_text.delta") ||
-               !strcmp(ty, "response.reasoning_summary_text.delta")) {
+        json_decref(j);
+        return;
+    }
+    if (!strcmp(ty, "response.output_text.delta") || !strcmp(ty, "response.reasoning_text.delta") ||
+        !strcmp(ty, "response.reasoning_summary_text.delta")) {
         if (json_string_length(json_object_get(j, "delta"))) text_chunk(s, t);
     } else if (!strcmp(ty, "response.completed") || !strcmp(ty, "response.incomplete") || !strcmp(ty, "response.failed")) {
         const json_t *resp = json_object_get(j, "response");
@@ -177,15 +195,13 @@ static void on_responses_event(void *ud, const char *event, const char *data, si
  * end at message_stop. */
 static void on_messages_event(void *ud, const char *event, const char *data, size_t len, double t) {
     req_state *s = ud;
-    if (s->done) s->after_done++;
-    json_t *j = ds_json_parse(data, len, NULL, 0);
-    const json_t *type = json_object_get(j, "type");
-    const char *ty = json_is_string(type) ? json_string_value(type) : NULL;
+    json_t *j;
+    const char *ty = typed_event(s, event, data, len, &j);
     if (!ty) {
-        if (s->non_json++ == 0) snprintf(s->err, sizeof s->err, "data is not a JSON object with a type: %.120s", data);
-    } else if (!strcmp(ty, "error") || !strcmp(event, "error")) {
-        if (s->error_events++ == 0) snprintf(s->err, sizeof s->err, "error event: %.150s", data);
-    } else if (!strcmp(ty, "message_start")) {
+        json_decref(j);
+        return;
+    }
+    if (!strcmp(ty, "message_start")) {
         const json_t *p = json_object_get(json_object_get(json_object_get(j, "message"), "usage"), "input_tokens");
         s->usage_prompt = json_is_number(p) ? (long)json_number_value(p) : -1;
     } else if (!strcmp(ty, "content_block_delta")) {

@@ -9,7 +9,7 @@
 CC      ?= gcc
 BUILD   ?= build
 SAN     ?= 0
-PKGS    := jansson libpcre2-8 libutf8proc libmicrohttpd libcurl
+PKGS    := jansson libpcre2-8 libutf8proc libmicrohttpd libcurl libjpeg libpng libwebp libwebpdemux libexif
 CFLAGS_BASE := -std=c17 -D_GNU_SOURCE -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes \
                -Wno-unused-parameter -fno-strict-aliasing -g -Isrc \
                $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
@@ -20,10 +20,10 @@ else
   OPT   := -O2
 endif
 CFLAGS  := $(CFLAGS_BASE) $(OPT) $(EXTRA_CFLAGS)
-LDLIBS  := $(shell pkg-config --libs $(PKGS) 2>/dev/null || echo -ljansson) -lm -lpthread
+LDLIBS  := $(shell pkg-config --libs $(PKGS) 2>/dev/null || echo -ljansson) -lgif -lm -lpthread
 LDFLAGS := $(OPT)
 
-LAYERS  := common kernels loading tokenizer model engine grammar jinja server
+LAYERS  := common kernels loading image tokenizer model engine grammar jinja server
 LIB_SRC := $(foreach d,$(LAYERS),$(wildcard src/$(d)/*.c))
 # x86 kernels: each file is built for its own instruction set and only called
 # after a run-time check (src/kernels/cpu.c)
@@ -112,7 +112,7 @@ FUZZ_SAN     := -fsanitize=address,undefined -fno-sanitize-recover=undefined
 FUZZ_CFLAGS  := $(CFLAGS_BASE) -Wno-error -O1 -fno-omit-frame-pointer $(FUZZ_SAN)
 # the request parser fills sampling parameters with the sampler's defaults;
 # fuzz_hf_config makes its seed checkpoints with make-model (src/model/model_make*.c)
-FUZZ_LIB_SRC := $(foreach d,common kernels loading tokenizer grammar jinja server,$(wildcard src/$(d)/*.c)) src/engine/sampler.c \
+FUZZ_LIB_SRC := $(foreach d,common kernels loading image tokenizer grammar jinja server,$(wildcard src/$(d)/*.c)) src/engine/sampler.c \
                 $(wildcard src/model/model_make*.c)
 # make-model's MTP calibration runs the kernels, which pick the x86 ones at run time
 ifneq ($(filter x86_64 amd64,$(shell uname -m)),)

@@ -5,13 +5,17 @@
 #define DS_CLI_MODEL_H
 
 #include "loading/model_file.h"
+#include "loading/vision_file.h"
 #include "model/model.h"
+#include "model/vision.h"
 #include "tokenizer/tokenizer.h"
 
 typedef struct {
     ds_model_file *file;
     ds_tokenizer *tok;
     ds_model *model;
+    ds_vision_file *vision_file;  /* the vision tower (--mmproj, or found beside the model); NULL: none */
+    ds_vision *vision;
     ds_kv_pool kv;
     ds_state_pool st;
     int32_t *pages;        /* the sequence's page table: 0, 1, 2, ... */

@@ -238,8 +238,14 @@ void ds_engine_free(ds_engine *g) {
 
 /* --- any thread --- */
 
+ds_status ds_engine_set_vision(ds_engine *g, ds_vision *v, size_t budget_bytes, ds_err *e) {
+    (void)g, (void)v, (void)budget_bytes;
+    return ds_fail(e, DS_EUNSUPPORTED, "engine: images are not scheduled yet");
+}
+
 uint64_t ds_engine_submit(ds_engine *g, const ds_request_params *rp, ds_err *e) {
     if (rp->n_prompt < 1) { ds_fail(e, DS_EINVAL, "the prompt is empty"); return 0; }
+    if (rp->n_images) { ds_fail(e, DS_EUNSUPPORTED, "engine: images are not scheduled yet"); return 0; }
     if (rp->max_tokens < 1) { ds_fail(e, DS_EINVAL, "max_tokens must be at least 1"); return 0; }
     if ((int64_t)rp->n_prompt + rp->max_tokens > g->max_seq) {
         ds_fail(e, DS_EINVAL, "prompt (%d tokens) + max_tokens (%d) exceeds the context of %d tokens", rp->n_prompt,

@@ -27,7 +27,9 @@
 
 #include "common/status.h"
 #include "engine/sampler.h"
+#include "image/image_prep.h"
 #include "model/model.h"
+#include "model/vision.h"
 
 typedef struct {
     size_t kv_bytes;            /* KV page pool */
@@ -108,9 +110,23 @@ typedef ds_filter_result (*ds_token_filter_fn)(void *user, const int32_t *genera
 #define DS_MASK_HAS(bits, t) ((int)(((bits)[(size_t)(t) >> 5] >> ((uint32_t)(t) & 31)) & 1u))
 #define DS_MASK_SET(bits, t) ((bits)[(size_t)(t) >> 5] |= 1u << ((uint32_t)(t) & 31))
 
+/* One image of a prompt. Its tokens are prompt[first .. first + n) (n =
+ * ds_image_token_count of its grid), each the model's image pad token: the
+ * engine encodes the patches (a few blocks per step, like a prefill), puts
+ * the embeddings at those positions with their M-RoPE positions, and keys
+ * them in the prefix cache by hash, so the same picture hits and any other
+ * misses. */
+typedef struct {
+    int first;
+    ds_image_patches patches;   /* a successful submit takes them (and frees them later) */
+    uint8_t hash[32];           /* ds_image_hash */
+} ds_request_image;
+
 typedef struct {
     const int32_t *prompt;      /* copied by submit */
     int n_prompt;
+    ds_request_image *images;   /* in prompt order; NULL: text only (needs ds_engine_set_vision) */
+    int n_images;
     ds_sampling_params sampling;
     int max_tokens;
     const int32_t *stop_ids;    /* extra stop tokens (copied) */
@@ -156,6 +172,10 @@ int ds_engine_required_batch_capacity(const ds_engine_params *p);
  * ds_engine_required_batch_capacity. */
 ds_status ds_engine_new(ds_model *model, const ds_engine_params *p, ds_engine **out, ds_err *e);
 void ds_engine_free(ds_engine *eng);
+/* Lets requests carry images (before the first step): v is borrowed; jobs of
+ * images being encoded hold at most budget_bytes (ds_vision_job_bytes) at
+ * once, and an image larger than that alone is refused at submit. */
+ds_status ds_engine_set_vision(ds_engine *eng, ds_vision *v, size_t budget_bytes, ds_err *e);
 
 /* Queues a request; returns its id (> 0), or 0 with e filled: DS_EINVAL when it
  * cannot ever run (too long for the pools or the context, a token outside the

@@ -39,6 +39,11 @@ typedef struct {
     int attn_output_gate;  /* 1: q_proj also yields a per-head sigmoid gate (Qwen3.5) */
     int rope_dim;          /* leading dims of each head that are rotated (NeoX halves) */
     float rope_theta;
+    /* M-RoPE (Qwen3-VL, Qwen3.5): rotated pair i takes its angle from the T, H
+     * or W position; interleaved: i % 3 == 1 -> H, 2 -> W, else T, while each
+     * axis has slots left of its section count [T, H, W]; {0}: plain 1-D RoPE */
+    int mrope_sections[3];
+    int mrope_interleaved;
     /* dense SwiGLU FFN */
     int n_ff;
     /* mixture of experts (every layer of qwen35moe) */
@@ -85,6 +90,10 @@ typedef struct {
     const char *mtp_path;  /* the MTP head from this GGUF file (llama.cpp's mtp-*.gguf); NULL: none */
     ds_fp8_as fp8_as;
     int n_threads;         /* threads converting FP8 weights; <= 0: one per core */
+    /* the vision tower (vision_file.h), opened beside the model by its users
+     * (serve, generate): --mmproj PATH; NULL: ds_vision_find's; no_mmproj: none */
+    const char *mmproj_path;
+    int no_mmproj;
 } ds_load_options;
 
 /* ds_model_open with options (NULL: the defaults). With mtp_path, the main

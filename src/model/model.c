@@ -336,6 +336,8 @@ ds_status ds_batch_check(const ds_model *m, const ds_kv_pool *kv, const ds_state
                          int needs_state, ds_err *e) {
     if (b->n_tokens < 0 || b->n_tokens > m->params.max_batch_tokens)
         return ds_fail(e, DS_EINVAL, "batch: %d tokens (1..%d allowed)", b->n_tokens, m->params.max_batch_tokens);
+    if (b->rope_pos || b->embd || b->n_deepstack)
+        return ds_fail(e, DS_EUNSUPPORTED, "batch: image inputs (M-RoPE positions, image embeddings) are not built yet");
     int last_seq = -1;
     for (int i = 0; i < b->n_tokens; i++) {
         const ds_batch_token *t = &b->tokens[i];

@@ -62,6 +62,16 @@ typedef struct {
     float *logits;        /* [rows wanting logits][n_vocab] */
     float *hidden;        /* [rows wanting hidden][n_embd] */
     ds_state_pool *records; /* where verify_slots point: a record pool, or NULL for slots of the state pool */
+    /* Images (all NULL / 0 for text). rope_pos[i] is token i's M-RoPE position
+     * (t, h, w): for text the same number on all three axes, which after an
+     * image is smaller than pos (mrope.h); NULL: pos on every axis. embd[i],
+     * when not NULL, is token i's input in place of the embedding of its
+     * token id: an image row of n_embd * (1 + n_deepstack) floats (vision.h)
+     * whose k-th DeepStack part is added to the hidden state after layer k.
+     * The MTP head takes embd too, for the token it reads at each row. */
+    const int32_t *rope_pos;     /* [n_tokens][3] */
+    const float *const *embd;    /* [n_tokens] */
+    int n_deepstack;
 } ds_batch;
 
 typedef struct ds_model ds_model;

@@ -21,7 +21,7 @@ fail() { echo "FAIL $1: $2"; shift 2; for l in "$@"; do echo "     $l"; done; fa
 
 # Lowest first. jinja has no folder yet: the Jinja engine moves there from
 # src/server, and its place is already here.
-LAYERS=(common kernels loading tokenizer model engine grammar jinja server cli)
+LAYERS=(common kernels loading image tokenizer model engine grammar jinja server cli)
 
 rank() { # layer name -> its index in LAYERS, or nothing
     local i

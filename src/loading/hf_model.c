@@ -286,7 +286,7 @@ static ds_status read_chat_template(ds_model_file *m, const char *dir, ds_err *e
 
 /* --- shards --- */
 
-static ds_status open_shards(ds_model_file *m, const char *dir, ds_err *e) {
+ds_status ds_model_open_shards(ds_model_file *m, const char *dir, ds_err *e) {
     char path[4096];
     snprintf(path, sizeof path, "%s/model.safetensors.index.json", dir);
     json_t *index;
@@ -679,7 +679,7 @@ ds_status ds_model_load_hf(ds_model_file *m, const char *dir, ds_err *e) {
     int fp8 = 0;
     ds_status s = read_config(m, dir, &fp8, e);
     if (s) return s;
-    if ((s = open_shards(m, dir, e))) return s;
+    if ((s = ds_model_open_shards(m, dir, e))) return s;
     mapper mp = {.m = m, .e = e, .fp8 = fp8};
     uint64_t fp8_elems = 0;
     for (int i = 0; i < m->n_shards; i++)

@@ -1,4 +1,4 @@
-/* vision_gguf.c - llama.cpp's mmproj GGUF (projector type qwen3vl) as a
+/* vision_gguf.c - llama.cpp's mmproj GGUF (projector type qwen3vl_merger) as a
  * ds_vision_file. The converter (Qwen3VLVisionModel) writes the keys read
  * here under clip.* and the tensors under the names vision_file.h lists, in
  * the canonical form already: they are used in place. */
@@ -99,8 +99,8 @@ static ds_status read_config(const ds_gguf *g, ds_vision_config *vc, ds_err *e) 
                            g->path);
         return s;
     }
-    if (!ds_str_eq(str, "qwen3vl"))
-        return ds_fail(e, DS_EUNSUPPORTED, "%s: key '%s' is '%.*s'; the Qwen3-VL / Qwen3.5 tower (qwen3vl) is the only "
+    if (!ds_str_eq(str, "qwen3vl_merger"))
+        return ds_fail(e, DS_EUNSUPPORTED, "%s: key '%s' is '%.*s'; the Qwen3-VL / Qwen3.5 tower (qwen3vl_merger) is the only "
                        "one deltaserve runs", g->path, proj_key, (int)(str.len < 64 ? str.len : 64), str.ptr);
     bool flag;
     if ((s = ds_gguf_get_bool(g, "clip.has_vision_encoder", &flag, e))) return s;

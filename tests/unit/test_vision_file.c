@@ -19,18 +19,24 @@ static char tmpdir[256];
 static void path_of(char *buf, size_t n, const char *name) { snprintf(buf, n, "%s/%s", tmpdir, name); }
 
 /* make-model of shape tiny with its tower; deepstack < 0: the shape's */
-static int make(const char *text, const char *mmproj, const char *dtype, int vlayers, int n_ds, const int *ds,
-                uint64_t seed) {
-    ds_make_options o = {.shape = "tiny", .dtype = dtype, .format = DS_FORMAT_GGUF, .seed = seed, .scale = 1.0f,
+static int make_fmt(ds_format fmt, const char *text, const char *mmproj, const char *dtype, int vlayers, int n_ds,
+                    const int *ds, uint64_t seed) {
+    ds_make_options o = {.shape = "tiny", .dtype = dtype, .format = fmt, .seed = seed, .scale = 1.0f,
                          .out = text, .mmproj_out = mmproj, .n_layers = 1, .no_mtp = 1, .vision_layers = vlayers,
+                         .vision = fmt == DS_FORMAT_SAFETENSORS,
                          .deepstack_set = n_ds >= 0, .n_deepstack = n_ds > 0 ? n_ds : 0};
     for (int k = 0; k < o.n_deepstack; k++) o.deepstack[k] = ds[k];
     ds_err e = {0};
     if (ds_make_model(&o, &e)) {
-        printf("     make %s: %s\n", mmproj, e.msg);
+        printf("     make %s: %s\n", text, e.msg);
         return -1;
     }
     return 0;
+}
+
+static int make(const char *text, const char *mmproj, const char *dtype, int vlayers, int n_ds, const int *ds,
+                uint64_t seed) {
+    return make_fmt(DS_FORMAT_GGUF, text, mmproj, dtype, vlayers, n_ds, ds, seed);
 }
 
 typedef struct {
@@ -117,6 +123,52 @@ static void test_roundtrip_gguf_f16(void) { roundtrip("f16", "f16", 0, -1, NULL)
 
 /* a quantised text model gets an F16 tower, as published mmproj files are */
 static void test_roundtrip_gguf_q8(void) { roundtrip("q8", "q8_0", 0, -1, NULL); }
+
+/* The same seed gives the same tower in both formats: every tensor equal,
+ * bit for bit, in F32 (the HF Conv3D split into the two GGUF frames). */
+static void hf_case(const char *name, int n_ds, const int *ds, int config_path) {
+    char text[512], mm[512], dir[512], f[128];
+    snprintf(f, sizeof f, "text-hf-%s.gguf", name);
+    path_of(text, sizeof text, f);
+    snprintf(f, sizeof f, "mmproj-hf-%s.gguf", name);
+    path_of(mm, sizeof mm, f);
+    snprintf(f, sizeof f, "hf-%s", name);
+    path_of(dir, sizeof dir, f);
+    REQUIRE(make(text, mm, "f32", 0, n_ds, ds, 11) == 0, "make gguf");
+    REQUIRE(make_fmt(DS_FORMAT_SAFETENSORS, dir, NULL, "f32", 0, n_ds, ds, 11) == 0, "make hf");
+    char open_path[600];
+    snprintf(open_path, sizeof open_path, config_path ? "%s/config.json" : "%s", dir);
+    ds_vision_file *g, *h;
+    ds_err e = {0};
+    REQUIRE(ds_vision_open(mm, &g, &e) == DS_OK, "%s", e.msg);
+    if (ds_vision_open(open_path, &h, &e) != DS_OK) {
+        ds_vision_close(g);
+        REQUIRE(0, "hf: %s", e.msg);
+    }
+    CHECK(!memcmp(ds_vision_config_of(g), ds_vision_config_of(h), sizeof(ds_vision_config)),
+          "the configs differ (hf: %d layers, %d DeepStack)", ds_vision_config_of(h)->n_layer,
+          ds_vision_config_of(h)->n_deepstack);
+    CHECK(ds_vision_n_tensors(g) == ds_vision_n_tensors(h), "%d tensors, hf %d", ds_vision_n_tensors(g),
+          ds_vision_n_tensors(h));
+    int same = 0;
+    for (int i = 0; i < ds_vision_n_tensors(g); i++) {
+        const ds_tensor *a = ds_vision_tensor_at(g, i), *b = ds_vision_tensor(h, a->name);
+        int ok = b && a->type == b->type && a->n_dims == b->n_dims && !memcmp(a->ne, b->ne, sizeof a->ne) &&
+                 !memcmp(a->data, b->data, ds_tensor_bytes(a));
+        if (!ok) printf("     %s differs\n", a->name);
+        same += ok;
+    }
+    CHECK(same == ds_vision_n_tensors(g), "%d of %d tensors equal", same, ds_vision_n_tensors(g));
+    ds_vision_close(g);
+    ds_vision_close(h);
+}
+
+static void test_hf_equals_gguf(void) { hf_case("plain", -1, NULL, 0); }
+
+static void test_hf_equals_gguf_deepstack(void) {
+    int ds[2] = {0, 1};
+    hf_case("ds", 2, ds, 1);
+}
 
 typedef struct {
     int n;
@@ -211,6 +263,8 @@ int main(void) {
     RUN(test_roundtrip_gguf_deepstack);
     RUN(test_roundtrip_gguf_f16);
     RUN(test_roundtrip_gguf_q8);
+    RUN(test_hf_equals_gguf);
+    RUN(test_hf_equals_gguf_deepstack);
     char cmd[512];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);
     if (system(cmd) != 0) printf("     could not remove %s\n", tmpdir);

@@ -55,6 +55,7 @@ int ds_cmd_generate(int argc, char **argv) {
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) { usage(stdout); return 0; }
         int hf = ds_cli_hub_option(&hub, argc, argv, &i);
         if (hf) { if (hf < 0) return 2; continue; }
+        if (ds_cli_load_flag(a, &lo)) continue;
         if (!(v = ds_arg_value(argc, argv, &i))) return 2;
         if (!strcmp(a, "-m") || !strcmp(a, "--model")) path = v;
         else if (!strcmp(a, "-p") || !strcmp(a, "--prompt")) prompt = v;

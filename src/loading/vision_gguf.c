@@ -137,7 +137,7 @@ static ds_status read_config(const ds_gguf *g, ds_vision_config *vc, ds_err *e) 
     if (n_head_kv != vc->n_head)
         return ds_fail(e, DS_EUNSUPPORTED, "%s: key 'clip.vision.attention.head_count_kv' = %d, not head_count %d: the "
                        "qwen3vl tower has no grouped-query attention", g->path, n_head_kv, vc->n_head);
-    if (head_dim * vc->n_head != vc->n_embd)
+    if (ds_gguf_find(g, "clip.vision.attention.head_dim") && head_dim * vc->n_head != vc->n_embd)
         return ds_fail(e, DS_ECORRUPT, "%s: key 'clip.vision.attention.head_dim' = %d, but %d heads of it are not the "
                        "width %d", g->path, head_dim, vc->n_head, vc->n_embd);
     /* llama.cpp bounds Qwen-VL images by token count; these keys, when a file

@@ -254,8 +254,9 @@ static ds_status split_patch(ds_vision_file *v, const ds_st_tensor *st, const ch
     int64_t D = vc->n_embd, P = vc->patch_size;
     if (st->n_dims != 5 || st->shape[0] != D || st->shape[1] != 3 || st->shape[2] != 2 || st->shape[3] != P ||
         st->shape[4] != P)
-        return ds_fail(e, DS_ECORRUPT, "%s: tensor '%s' should have shape [%lld, 3, 2, %lld, %lld] (Conv3D: width, RGB, "
-                       "frames, patch, patch)", shard, st->name, (long long)D, (long long)P, (long long)P);
+        return ds_fail(e, DS_ECORRUPT, "%s: tensor '%s' (v.patch_embd.weight and .weight.1) should have shape [%lld, "
+                       "3, 2, %lld, %lld] (Conv3D: width, RGB, frames, patch, patch)", shard, st->name, (long long)D,
+                       (long long)P, (long long)P);
     int64_t per = P * P, n = D * 3 * per;
     float *dst = ds_model_alloc(v->m, (size_t)n * sizeof(float));
     size_t esz = ds_dtype_row_bytes(st->type, 1);

@@ -45,10 +45,15 @@ static ds_status encode_one(ds_cli_model *cm, const char *path, float **rows, ds
 int ds_cli_image_prompt_build(ds_cli_model *cm, const char *cmd, const char *const *paths, int n_paths,
                               const char *text, ds_cli_image_prompt *out) {
     memset(out, 0, sizeof *out);
-    if (!cm->vision) {
+    if (!cm->vision_file) {
         fprintf(stderr, "deltaserve %s: --image needs the model's vision tower: %s has none (give --mmproj PATH)\n", cmd,
                 ds_model_path(cm->file));
         return 2;
+    }
+    ds_err e = {0};
+    if (!cm->vision && ds_vision_new(cm->model, cm->vision_file, &cm->vision, &e) != DS_OK) {
+        fprintf(stderr, "deltaserve %s: %s\n", cmd, e.msg);
+        return 1;
     }
     if (n_paths > MAX_IMAGES) {
         fprintf(stderr, "deltaserve %s: %d images (at most %d)\n", cmd, n_paths, MAX_IMAGES);
@@ -67,7 +72,6 @@ int ds_cli_image_prompt_build(ds_cli_model *cm, const char *cmd, const char *con
     ds_mrope_image spans[MAX_IMAGES];
     int n_tok[MAX_IMAGES] = {0}, firsts[MAX_IMAGES], total = 0, rc = 1;
     ds_tokens toks = {0};
-    ds_err e = {0};
     for (int k = 0; k < n_paths; k++) {
         ds_status s = encode_one(cm, paths[k], &img_rows[k], &spans[k], &e);
         if (s) {

@@ -21,9 +21,10 @@ typedef struct {
     int delta;              /* past the prompt, position p turns by p + delta on every axis */
 } ds_cli_image_prompt;
 
-/* Builds the prompt for text and the images at paths. Prints the error
- * (naming the image) and returns non-zero on failure: 2 for bad input, 1
- * otherwise. */
+/* Builds the prompt for text and the images at paths, with the tower of
+ * cm->vision_file (bound to cm->vision here when it is not yet: the caller
+ * frees it with ds_vision_free). Prints the error (naming the image) and
+ * returns non-zero on failure: 2 for bad input, 1 otherwise. */
 int ds_cli_image_prompt_build(ds_cli_model *cm, const char *cmd, const char *const *paths, int n_paths,
                               const char *text, ds_cli_image_prompt *out);
 void ds_cli_image_prompt_free(ds_cli_image_prompt *p);

@@ -118,6 +118,8 @@ int ds_cmd_generate(int argc, char **argv) {
     if (n_images) { /* the prompt with its images: tokens, image rows, M-RoPE positions */
         int irc = ds_cli_image_prompt_build(&cm, "generate", images, n_images, prompt, &ip);
         if (irc) {
+            ds_vision_free(cm.vision);
+            cm.vision = NULL;
             ds_cli_model_close(&cm);
             ds_grammar_unref(grammar);
             return irc;
@@ -134,6 +136,8 @@ int ds_cmd_generate(int argc, char **argv) {
         if (toks.n == 0) fprintf(stderr, "deltaserve generate: the prompt encodes to no tokens\n");
         free(toks.ids);
         ds_cli_image_prompt_free(&ip);
+        ds_vision_free(cm.vision);
+        cm.vision = NULL;
         ds_cli_model_close(&cm);
         return toks.n == 0 ? 2 : 1;
     }
@@ -142,6 +146,8 @@ int ds_cmd_generate(int argc, char **argv) {
                 cm.max_tokens);
         free(toks.ids);
         ds_cli_image_prompt_free(&ip);
+        ds_vision_free(cm.vision);
+        cm.vision = NULL;
         ds_cli_model_close(&cm);
         return 1;
     }
@@ -244,6 +250,8 @@ out:
     free(hist);
     free(toks.ids);
     ds_cli_image_prompt_free(&ip);
+    ds_vision_free(cm.vision); /* bound by ds_cli_image_prompt_build */
+    cm.vision = NULL;
     ds_cli_model_close(&cm);
     return rc;
 }

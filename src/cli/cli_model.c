@@ -146,6 +146,11 @@ void ds_cli_model_reset(ds_cli_model *cm) {
 
 ds_status ds_cli_model_run(ds_cli_model *cm, const int32_t *tokens, int n, int pos, int all_logits, float *logits,
                            ds_err *e) {
+    return ds_cli_model_run_ex(cm, tokens, n, pos, NULL, all_logits, logits, e);
+}
+
+ds_status ds_cli_model_run_ex(ds_cli_model *cm, const int32_t *tokens, int n, int pos, const ds_cli_image_inputs *im,
+                              int all_logits, float *logits, ds_err *e) {
     if (pos + n > cm->max_tokens)
         return ds_fail(e, DS_EINVAL, "%d tokens do not fit in a context of %d", pos + n, cm->max_tokens);
     int V = ds_model_cfg(cm->model)->n_vocab;
@@ -161,6 +166,11 @@ ds_status ds_cli_model_run(ds_cli_model *cm, const int32_t *tokens, int n, int p
                                      .want_logits = (uint8_t)(all_logits || i0 + i == n - 1)};
         ds_batch b = {.tokens = bt, .n_tokens = m, .seqs = &seq, .n_seqs = 1,
                       .logits = all_logits ? logits + (size_t)i0 * V : logits};
+        if (im) {
+            b.rope_pos = im->rope_pos ? im->rope_pos + 3 * (size_t)i0 : NULL;
+            b.embd = im->embd ? im->embd + i0 : NULL;
+            b.n_deepstack = im->n_deepstack;
+        }
         s = ds_model_forward(cm->model, &cm->kv, &cm->st, &b, e);
     }
     free(bt);

@@ -63,6 +63,15 @@ void ds_cli_model_reset(ds_cli_model *cm);
  * into logits[V]. */
 ds_status ds_cli_model_run(ds_cli_model *cm, const int32_t *tokens, int n, int pos, int all_logits, float *logits,
                            ds_err *e);
+/* The same with image inputs for those tokens (model.h): rope_pos [n][3]
+ * (NULL: pos), embd [n] (NULL: none), n_deepstack. */
+typedef struct {
+    const int32_t *rope_pos;
+    const float *const *embd;
+    int n_deepstack;
+} ds_cli_image_inputs;
+ds_status ds_cli_model_run_ex(ds_cli_model *cm, const int32_t *tokens, int n, int pos, const ds_cli_image_inputs *im,
+                              int all_logits, float *logits, ds_err *e);
 
 double ds_now(void);
 

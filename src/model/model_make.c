@@ -334,9 +334,10 @@ static void write_gguf_metadata(maker *mk, ds_gguf_writer *w, int part) {
     ds_gguf_writer_f32(w, KEY("rope.freq_base"), c->rope_theta);
     if (c->arch != DS_ARCH_QWEN3) {
         ds_gguf_writer_u32(w, KEY("rope.dimension_count"), (uint32_t)c->rope_dim);
-        /* M-RoPE sections (T, H, W) in frequency slots; for text all three are the token index */
-        int half = c->rope_dim / 2, t = (half * 11 + 31) / 32, h = (half * 11) / 32;
-        int32_t sections[4] = {t, h, half - t - h, 0};
+        /* M-RoPE sections (T, H, W) in frequency slots, rotated interleaved (pair i % 3: T, H, W):
+         * each axis gets every slot of its residue, [11, 11, 10] for 32 pairs as the real models */
+        int half = c->rope_dim / 2;
+        int32_t sections[4] = {(half + 2) / 3, (half + 1) / 3, half / 3, 0};
         ds_gguf_writer_arr_i32(w, KEY("rope.dimension_sections"), sections, 4);
         ds_gguf_writer_u32(w, KEY("ssm.conv_kernel"), (uint32_t)c->conv_kernel);
         ds_gguf_writer_u32(w, KEY("ssm.state_size"), (uint32_t)c->lin_k_dim);
@@ -730,8 +731,8 @@ static ds_status write_hf_config(maker *mk, ds_err *e) {
         set(rope, "rope_type", json_string("default"), &bad);
         set(rope, "rope_theta", number(c->rope_theta), &bad);
         set(rope, "partial_rotary_factor", number((double)c->rope_dim / c->head_dim), &bad);
-        int half = c->rope_dim / 2, ts = (half * 11 + 31) / 32, hs = (half * 11) / 32;
-        int sections[3] = {ts, hs, half - ts - hs};
+        int half = c->rope_dim / 2; /* as the GGUF's rope.dimension_sections */
+        int sections[3] = {(half + 2) / 3, (half + 1) / 3, half / 3};
         set(rope, "mrope_section", int_array(sections, 3), &bad);
         set(rope, "mrope_interleaved", json_boolean(1), &bad);
     }

@@ -24,6 +24,8 @@ ssm_a = -exp(A_log), the conv weight is [channels, kernel], MoE experts are
     read_gguf(path), read_safetensors(path), read_hf_dir(path)
                                  # the file-level readers
     quantize_q8_0(x)             # ggml's reference Q8_0 quantiser (bytes)
+    write_gguf(path, kv, tensors)
+                                 # a GGUF v3 file from metadata and (name, type, array) tensors
 """
 
 import json
@@ -203,6 +205,51 @@ def read_gguf(path):
 
 def padded(n, alignment):
     return (n + alignment - 1) // alignment * alignment
+
+
+def _gguf_value(t, v, elem=None):
+    if t == STRING:
+        b = v.encode()
+        return struct.pack("<Q", len(b)) + b
+    if t == ARRAY:
+        return struct.pack("<IQ", elem, len(v)) + b"".join(_gguf_value(elem, x) for x in v)
+    return np.array([v], dtype=_SCALAR[t]).tobytes()
+
+
+def tensor_bytes(type_name, a):
+    """a (float, numpy order) stored as one of f32, f16, bf16, q8_0."""
+    a = np.ascontiguousarray(a, dtype=np.float32)
+    if type_name == "f32":
+        return a.tobytes()
+    if type_name == "f16":
+        return a.astype(np.float16).tobytes()
+    if type_name == "bf16":
+        u = a.view(np.uint32).astype(np.uint64)
+        return ((u + 0x7FFF + ((u >> 16) & 1)) >> 16).astype(np.uint16).tobytes()
+    if type_name == "q8_0":
+        return quantize_q8_0(a)
+    raise ValueError(f"cannot write {type_name}")
+
+
+def write_gguf(path, kv, tensors, alignment=32):
+    """kv: [(key, type, value[, elem type])]; tensors: [(name, type name, float array in numpy
+    order)]: ggml's ne is the array's shape reversed."""
+    ids = {v[0]: k for k, v in GGML_TYPES.items()}
+    head = GGUF_MAGIC + struct.pack("<IQQ", 3, len(tensors), len(kv))
+    for item in kv:
+        key = item[0].encode()
+        head += struct.pack("<Q", len(key)) + key + struct.pack("<I", item[1]) + _gguf_value(*item[1:])
+    blobs, off = [], 0
+    for name, tname, a in tensors:
+        data = tensor_bytes(tname, a)
+        nb = name.encode()
+        ne = list(reversed(a.shape))
+        head += struct.pack("<Q", len(nb)) + nb + struct.pack("<I", len(ne)) + struct.pack(f"<{len(ne)}Q", *ne)
+        head += struct.pack("<IQ", ids[tname], off)
+        blobs.append(data + bytes(padded(len(data), alignment) - len(data)))
+        off += len(blobs[-1])
+    with open(path, "wb") as f:
+        f.write(head + bytes(padded(len(head), alignment) - len(head)) + b"".join(blobs))
 
 
 # --------------------------------------------------------------------------------------------

@@ -22,11 +22,13 @@ cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null; wait "$p" 2>/dev/nu
 trap cleanup EXIT
 
 # --- the repositories: a real model (the one served) and stand-in files ---
-if ! "$DS_BIN" make-model --shape tiny --dtype q8_0 --seed 3 --out "$T/q8_0.gguf" --mtp-out "$T/mtp.gguf" >/dev/null 2>"$T/mm.err"; then
+# (the mmproj is a real tower: generate -hf loads the one beside the model)
+if ! "$DS_BIN" make-model --shape tiny --dtype q8_0 --seed 3 --out "$T/q8_0.gguf" --mtp-out "$T/mtp.gguf" \
+        --mmproj "$T/mmproj.bin" --vision-layers 1 >/dev/null 2>"$T/mm.err"; then
     fail make-model "$(cat "$T/mm.err")"; echo "RESULT passed=$passed failed=$failed"; exit 1
 fi
 fake() { head -c "$2" /dev/urandom >"$T/$1"; }
-fake q4_k_m.gguf 6000; fake iq4.bin 3000; fake q4ks.bin 3100; fake mmproj.bin 2000
+fake q4_k_m.gguf 6000; fake iq4.bin 3000; fake q4ks.bin 3100
 fake shard1.bin 4000; fake shard2.bin 3000; fake big8.bin 1000; fake flaky.bin 400000; fake bad.bin 5000
 echo "# a tiny test model" >"$T/readme.md"
 C1=1111111111111111111111111111111111111111 C2=2222222222222222222222222222222222222222

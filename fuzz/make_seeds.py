@@ -252,3 +252,40 @@ GRAMMARS = [
 ]
 for name, g, text in GRAMMARS:
     put("fuzz_grammar", name, g.encode() + b"\0" + text)
+
+# --- images (ds_image_decode): one small picture of each format and variant PIL writes ---
+def image_seeds():
+    import io
+    from PIL import Image
+    w, h = 24, 16
+    base = Image.new("RGB", (w, h))
+    base.putdata([(x * 10, y * 15, (x * y) % 256) for y in range(h) for x in range(w)])
+    rgba = base.copy()
+    rgba.putalpha(Image.linear_gradient("L").resize((w, h)))
+    exif = Image.Exif()
+    exif[0x0112] = 6
+    frames = [base, base.transpose(Image.Transpose.FLIP_LEFT_RIGHT)]
+    seeds = [
+        ("baseline.jpg", base, dict(format="JPEG", quality=80)),
+        ("exif6.jpg", base, dict(format="JPEG", quality=80, exif=exif.tobytes())),
+        ("progressive.jpg", base, dict(format="JPEG", quality=80, progressive=True)),
+        ("cmyk.jpg", base.convert("CMYK"), dict(format="JPEG", quality=80)),
+        ("rgba.png", rgba, dict(format="PNG")),
+        ("palette_trns.png", base.quantize(16), dict(format="PNG", transparency=2)),
+        ("interlaced.png", base, dict(format="PNG", interlace=1)),
+        ("gray.png", base.convert("L"), dict(format="PNG")),
+        ("lossless.webp", base, dict(format="WEBP", lossless=True)),
+        ("lossy_alpha.webp", rgba, dict(format="WEBP", quality=70)),
+        ("animated.webp", frames[0], dict(format="WEBP", save_all=True, append_images=frames[1:], lossless=True)),
+        ("transparent.gif", base.quantize(32), dict(format="GIF", transparency=3)),
+        ("interlaced.gif", base.quantize(32), dict(format="GIF", interlace=True)),
+        ("animated.gif", frames[0].quantize(32), dict(format="GIF", save_all=True,
+                                                      append_images=[f.quantize(32) for f in frames[1:]])),
+    ]
+    for name, im, kw in seeds:
+        b = io.BytesIO()
+        im.save(b, **kw)
+        put("fuzz_image_decode", name, b.getvalue())
+
+
+image_seeds()

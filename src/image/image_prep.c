@@ -19,6 +19,10 @@ static ds_status check_config(const ds_vision_config *vc, ds_err *e) {
         vc->temporal_patch > 16)
         return ds_fail(e, DS_EINVAL, "image: vision config has patch %d, merge %d, temporal patch %d", vc->patch_size,
                        vc->merge, vc->temporal_patch);
+    for (int c = 0; c < 3; c++)
+        if (!isfinite(vc->image_mean[c]) || !isfinite(vc->image_std[c]) || !(vc->image_std[c] > 0.0f))
+            return ds_fail(e, DS_EINVAL, "image: vision config has image_mean[%d] %g, image_std[%d] %g", c,
+                           vc->image_mean[c], c, vc->image_std[c]);
     if (vc->min_pixels < 0 || vc->max_pixels <= 0 || vc->min_pixels > vc->max_pixels)
         return ds_fail(e, DS_EINVAL, "image: vision config has min_pixels %lld, max_pixels %lld",
                        (long long)vc->min_pixels, (long long)vc->max_pixels);

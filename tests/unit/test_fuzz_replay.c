@@ -36,6 +36,9 @@
 #define LLVMFuzzerTestOneInput fuzz_grammar_one
 #include "../../fuzz/fuzz_grammar.c"
 #undef LLVMFuzzerTestOneInput
+#define LLVMFuzzerTestOneInput fuzz_image_decode_one
+#include "../../fuzz/fuzz_image_decode.c"
+#undef LLVMFuzzerTestOneInput
 
 typedef struct {
     const char *name;
@@ -51,6 +54,7 @@ static const replay_target TARGETS[] = {
     {"fuzz_server_stream", fuzz_server_stream_one},
     {"fuzz_openai_request", fuzz_openai_request_one},
     {"fuzz_grammar", fuzz_grammar_one},
+    {"fuzz_image_decode", fuzz_image_decode_one},
 };
 
 static int cmp_str(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }

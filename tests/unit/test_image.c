@@ -435,6 +435,10 @@ static void test_target_sizes(void) {
     CHECK(ds_image_target_size(&vc, 201, 1, &w, &h, &e) == DS_EINVAL && strstr(e.msg, "aspect"), "201:1 accepted");
     CHECK(ds_image_target_size(&vc, 1, 200, &w, &h, &e) == DS_OK, "1:200 refused: %s", e.msg);
     CHECK(ds_image_target_size(&vc, 0, 10, &w, &h, &e) == DS_EINVAL, "zero width accepted");
+    vc.image_std[1] = 0.0f;
+    CHECK(ds_image_target_size(&vc, 64, 64, &w, &h, &e) == DS_EINVAL && strstr(e.msg, "image_std"),
+          "a zero image_std accepted");
+    vc = qwen35_config();
     CHECK(ds_image_token_count(&vc, 448, 448, &n, &e) == DS_OK && n == 196, "448x448: %d tokens", n);
     CHECK(ds_image_token_count(&vc, 640, 480, &n, &e) == DS_OK && n == 300, "640x480: %d tokens", n);
     CHECK(ds_image_token_count(&vc, 10, 10, &n, &e) == DS_OK && n == 64, "10x10: %d tokens", n);

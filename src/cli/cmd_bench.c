@@ -256,6 +256,7 @@ int ds_cmd_bench(int argc, char **argv) {
         if (!strcmp(a, "--json")) { json = 1; continue; }
         int hf = ds_cli_hub_option(&hub, argc, argv, &i);
         if (hf) { if (hf < 0) return 2; continue; }
+        if (ds_cli_load_flag(a, &lo)) continue;
         if (!(v = ds_arg_value(argc, argv, &i))) return 2;
         if (!strcmp(a, "-m") || !strcmp(a, "--model")) path = v;
         else if (!strcmp(a, "-p")) { if (ds_arg_int(a, v, 0, 1 << 16, &p)) return 2; }

@@ -189,6 +189,7 @@ int ds_cmd_serve(int argc, char **argv) {
         }
         int hf = ds_cli_hub_option(&hub, argc, argv, &i);
         if (hf) { if (hf < 0) return 2; continue; }
+        if (ds_cli_load_flag(a, &c.load)) continue;
         if (!(v = ds_arg_value(argc, argv, &i))) return 2;
         if (!strcmp(a, "-m") || !strcmp(a, "--model")) {
             if (c.model_path) {

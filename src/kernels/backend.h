@@ -60,10 +60,16 @@ typedef struct {
     int n_kv_heads, head_dim;
 } ds_kv_view;
 
-/* Per token of an attention call: where its sequence's pages are and its position. */
+/* Per token of an attention call: where its sequence's pages are, its
+ * position (its KV slot and how far it sees), and its rotation. rope_axis
+ * NULL: every rotated pair turns by pos (1-D RoPE); otherwise pair i turns
+ * by rope_pos[rope_axis[i]] (M-RoPE: axis 0 T, 1 H, 2 W), with the same
+ * angle computation, so a text token (T = H = W = pos) gets the same bits. */
 typedef struct {
     const int32_t *pages;
     int32_t pos;
+    int32_t rope_pos[3];
+    const uint8_t *rope_axis; /* [rope_dim / 2] */
 } ds_attn_row;
 
 /* Gated DeltaNet geometry and per-layer constants. */

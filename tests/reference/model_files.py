@@ -376,12 +376,14 @@ def read_hf_dir(path):
 CONFIG_FIELDS = ["arch", "n_layer", "n_embd", "n_vocab", "n_ctx_train", "rms_eps", "n_head", "n_head_kv",
                  "head_dim", "rope_dim", "rope_theta", "n_ff", "n_expert", "n_expert_used", "n_ff_exp",
                  "n_ff_shexp", "lin_k_heads", "lin_v_heads", "lin_k_dim", "lin_v_dim", "conv_kernel",
-                 "layer_full", "n_mtp", "tied_embeddings"]
+                 "layer_full", "n_mtp", "tied_embeddings", "mrope_sections", "mrope_interleaved"]
 
 
 def _empty_config():
     c = {k: 0 for k in CONFIG_FIELDS}
     c["layer_full"] = []
+    c["mrope_sections"] = [0, 0, 0]  # [T, H, W] rotated pairs per axis; zeros: 1-D RoPE
+    c["mrope_interleaved"] = False
     return c
 
 
@@ -401,6 +403,9 @@ def config_from_gguf(g):
     c["head_dim"] = kv.get(f"{a}.attention.key_length", c["n_embd"] // c["n_head"])
     c["rope_dim"] = kv.get(f"{a}.rope.dimension_count", c["head_dim"])
     c["rope_theta"] = kv.get(f"{a}.rope.freq_base", 10000.0)
+    if a != "qwen3" and f"{a}.rope.dimension_sections" in kv:  # llama.cpp rotates qwen35's interleaved
+        c["mrope_sections"] = [int(x) for x in kv[f"{a}.rope.dimension_sections"][:3]]
+        c["mrope_interleaved"] = True
     c["n_ff"] = kv.get(f"{a}.feed_forward_length", 0)
     if a == "qwen35moe":
         c["n_expert"] = kv[f"{a}.expert_count"]
@@ -449,6 +454,10 @@ def config_from_hf(cfg):
     factor = rope.get("partial_rotary_factor", t.get("partial_rotary_factor", 1.0 if arch == "qwen3" else 0.25))
     c["rope_theta"] = float(np.float32(theta))
     c["rope_dim"] = int(round(c["head_dim"] * factor))
+    mrope = rope if "mrope_section" in rope else (t.get("rope_scaling") or {})
+    if arch != "qwen3" and mrope.get("mrope_section"):
+        c["mrope_sections"] = [int(x) for x in mrope["mrope_section"]]
+        c["mrope_interleaved"] = bool(mrope.get("mrope_interleaved", True))
     c["tied_embeddings"] = bool(t.get("tie_word_embeddings", False))
     if arch == "qwen35moe":
         c["n_expert"] = t["num_experts"]

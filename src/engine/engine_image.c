@@ -12,8 +12,10 @@
  * which an image is encoded carries about one step's prefill work on top of
  * its decodes, never a whole image: a 1024x1024 image (4096 patches through
  * 27 blocks) is spread over many steps while the other sequences decode.
- * The tower always advances each job by one piece (a block), which is the
- * most a step can overshoot. The work done is taken out of that step's
+ * The tower always advances each job it is given by one piece (about a
+ * block), so a step takes jobs, oldest first, only while their average
+ * pieces fit that budget (always one): a step overshoots by about one piece
+ * at most, however many images are in flight. The work done is taken out of that step's
  * prefill tokens, but never more than half of them, so text prefill goes on
  * while images encode.
  *
@@ -230,6 +232,7 @@ int ds_image_encode_step(ds_engine *g) {
         g->job_req[j] = r;
     }
     int n_jobs = 0, queued = 0;
+    int64_t pieces = 0; /* the least work the jobs taken so far will do */
     for (int i = 0; i < n_req; i++) {
         req *r = g->job_req[i];
         req_image *ri = job_image(r);
@@ -247,10 +250,12 @@ int ds_image_encode_step(ds_engine *g) {
                     continue;
                 }
                 ri->job_bytes = bytes;
+                ri->job_piece = ds_vision_job_remaining_flops(ri->job) / (ds_vision_cfg(g->vision)->n_layer + 2);
                 g->vision_used += bytes;
             }
         }
-        if (ri) {
+        if (ri && (n_jobs == 0 || pieces + ri->job_piece <= g->vision_step_flops)) {
+            pieces += ri->job_piece;
             g->job_req[n_jobs] = r;
             g->jobs[n_jobs++] = ri->job;
         }

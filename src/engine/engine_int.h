@@ -21,6 +21,7 @@ typedef struct {
     uint8_t hash[32];
     ds_vision_job *job;         /* being encoded (a running request's, one at a time) */
     size_t job_bytes;           /* taken from the engine's vision budget */
+    int64_t job_piece;          /* its average piece of work (a block), to choose a step's jobs by */
     float *rows;                /* [n][row_floats] once encoded */
 } req_image;
 

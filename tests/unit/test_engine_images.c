@@ -330,6 +330,23 @@ static void determinism(int deepstack) {
 static void test_same_as_direct_forward(void) { determinism(0); }
 static void test_same_as_direct_forward_deepstack(void) { determinism(1); }
 
+/* The largest piece of work the tower does at once on this image: a job advanced one piece at a time. */
+static int64_t largest_piece(rig *r, const ds_image_patches *p, int64_t *total) {
+    ds_vision_job *j;
+    ds_err e = {0};
+    int64_t piece = 0;
+    if (ds_vision_job_new(r->vision, p, &j, &e) != DS_OK) { printf("job: %s\n", e.msg); return -1; }
+    *total = ds_vision_job_remaining_flops(j);
+    while (!ds_vision_job_done(j)) {
+        int64_t before = ds_vision_job_remaining_flops(j);
+        if (ds_vision_run(r->vision, &j, 1, 1, &e) != DS_OK) { printf("run: %s\n", e.msg); piece = -1; break; }
+        int64_t d = before - ds_vision_job_remaining_flops(j);
+        if (d > piece) piece = d;
+    }
+    ds_vision_job_free(j);
+    return piece;
+}
+
 /* --- text alongside an image --- */
 
 static void test_text_unchanged_and_never_stalled(void) {
@@ -358,20 +375,8 @@ static void test_text_unchanged_and_never_stalled(void) {
     make_image(r.vision, 32, 32, 4, &im, 5);
     int n_img = image_tokens(r.vision, &im);
     int n = make_prompt(img_prompt, 5, n_img, 7, 77);
-    /* the largest piece of work the tower does at once: advance a job one piece at a time */
-    int64_t total = 0, piece = 0;
-    {
-        ds_vision_job *j;
-        REQUIRE(ds_vision_job_new(r.vision, &im.patches, &j, &e) == DS_OK, "job: %s", e.msg);
-        total = ds_vision_job_remaining_flops(j);
-        while (!ds_vision_job_done(j)) {
-            int64_t before = ds_vision_job_remaining_flops(j);
-            REQUIRE(ds_vision_run(r.vision, &j, 1, 1, &e) == DS_OK, "run: %s", e.msg);
-            int64_t d = before - ds_vision_job_remaining_flops(j);
-            if (d > piece) piece = d;
-        }
-        ds_vision_job_free(j);
-    }
+    int64_t total = 0, piece = largest_piece(&r, &im.patches, &total);
+    REQUIRE(piece > 0, "piece");
     g = engine(&r, &ep, (size_t)1 << 30);
     REQUIRE(g, "engine");
     for (int t = 0; t < N_TEXT; t++) {
@@ -425,6 +430,9 @@ static void test_text_unchanged_and_never_stalled(void) {
 
 /* --- the vision budget --- */
 
+/* Three images of several steps' work each: with room for one job, one at a
+ * time; with room for all, the step still gives the tower one step's work
+ * (and one piece), however many are in flight. */
 static void test_budget_queues_jobs(void) {
     rig r;
     REQUIRE(rig_open(&r, 0) == 0, "rig");
@@ -435,32 +443,47 @@ static void test_budget_queues_jobs(void) {
     int32_t prompts[N][MAXPROMPT];
     int n[N];
     ds_request_image ims[N];
-    for (int k = 0; k < N; k++) { /* images of several steps' work each */
-        make_image(r.vision, 32, 32, 20 + (uint32_t)k, &ims[k], 3);
-        n[k] = make_prompt(prompts[k], 3, image_tokens(r.vision, &ims[k]), 9, 50 + (uint32_t)k);
-    }
-    size_t one = ds_vision_job_bytes(r.vision, &ims[0].patches);
-    ds_engine *g = engine(&r, &ep, one + one / 2); /* room for one job at a time */
-    REQUIRE(g, "engine");
-    results res = {0};
-    ds_err e = {0};
-    for (int k = 0; k < N; k++) {
-        ds_request_params rp = req_params(prompts[k], n[k], &ims[k], 1, &res, k, 3);
-        REQUIRE(ds_engine_submit(g, &rp, &e) != 0, "submit: %s", e.msg);
-    }
-    size_t most = 0;
-    while (ds_engine_step(g)) {
+    size_t one = 0;
+    int64_t total = 0, piece = 0;
+    for (int roomy = 0; roomy < 2; roomy++) {
+        for (int k = 0; k < N; k++) {
+            make_image(r.vision, 32, 32, 20 + (uint32_t)k, &ims[k], 3);
+            n[k] = make_prompt(prompts[k], 3, image_tokens(r.vision, &ims[k]), 9, 50 + (uint32_t)k);
+        }
+        if (!one) {
+            one = ds_vision_job_bytes(r.vision, &ims[0].patches);
+            piece = largest_piece(&r, &ims[0].patches, &total);
+            REQUIRE(piece > 0, "piece");
+        }
+        ds_engine *g = engine(&r, &ep, roomy ? one * N : one + one / 2);
+        REQUIRE(g, "engine");
+        results res = {0};
+        ds_err e = {0};
+        for (int k = 0; k < N; k++) {
+            ds_request_params rp = req_params(prompts[k], n[k], &ims[k], 1, &res, k, 3);
+            REQUIRE(ds_engine_submit(g, &rp, &e) != 0, "submit: %s", e.msg);
+        }
+        size_t most = 0;
+        while (ds_engine_step(g)) {
+            ds_engine_stats st;
+            ds_engine_stats_get(g, &st);
+            if (st.vision_bytes_used > most) most = st.vision_bytes_used;
+        }
         ds_engine_stats st;
         ds_engine_stats_get(g, &st);
-        if (st.vision_bytes_used > most) most = st.vision_bytes_used;
+        ds_engine_free(g);
+        printf("     room for %s: jobs held %zu bytes at most (one: %zu); %lld multiply-adds at most in a step "
+               "(%lld given, a piece %lld)\n", roomy ? "all" : "one", most, one, (long long)st.vision_flops_step_max,
+               (long long)st.vision_step_flops, (long long)piece);
+        CHECK(res.done == N && st.finished == N && st.images_encoded == N, "%d of %d finished (%s), %lld encoded",
+              res.done, N, last_error, (long long)st.images_encoded);
+        CHECK(roomy ? most > one : most == one, "jobs held %zu bytes at most, one is %zu", most, one);
+        CHECK(st.vision_bytes_used == 0, "%zu bytes held at the end", st.vision_bytes_used);
+        CHECK(st.vision_flops_step_max <= st.vision_step_flops + piece,
+              "room for %s: a step did %lld multiply-adds of encoding, more than its %lld and one piece (%lld)",
+              roomy ? "all" : "one", (long long)st.vision_flops_step_max, (long long)st.vision_step_flops,
+              (long long)piece);
     }
-    ds_engine_stats st;
-    ds_engine_stats_get(g, &st);
-    ds_engine_free(g);
-    CHECK(res.done == N && st.finished == N, "%d of %d finished: %s", res.done, N, last_error);
-    CHECK(most == one && st.vision_bytes_used == 0 && st.images_encoded == N,
-          "jobs held %zu bytes at most (one is %zu), %zu at the end, %lld encoded", most, one, st.vision_bytes_used,
-          (long long)st.images_encoded);
     rig_close(&r);
 }
 

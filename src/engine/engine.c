@@ -285,6 +285,9 @@ ds_status ds_engine_set_vision(ds_engine *g, ds_vision *v, size_t budget_bytes, 
         return ds_fail(e, DS_EINVAL, "engine: the vision tower's merge (%d) or DeepStack count (%d) is out of range",
                        vc->merge, vc->n_deepstack);
     if (budget_bytes == 0) return ds_fail(e, DS_EINVAL, "engine: a vision budget of 0 bytes encodes nothing");
+    /* image tokens need three-axis positions: a model without them would refuse every batch with an image */
+    if (g->cfg->mrope_sections[0] + g->cfg->mrope_sections[1] + g->cfg->mrope_sections[2] == 0)
+        return ds_fail(e, DS_EINVAL, "engine: the model has no M-RoPE sections, so it cannot place image tokens");
     g->vision = v;
     g->vision_budget = budget_bytes;
     g->vision_row_floats = vc->out_embd * (1 + vc->n_deepstack);

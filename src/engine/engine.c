@@ -40,6 +40,27 @@ void ds_engine_defaults(ds_engine_params *p) {
 
 /* --- set-up --- */
 
+typedef struct {
+    const ds_model_config *c;
+    int64_t macs;
+} macs_ctx;
+
+static void count_macs(const ds_tensor_spec *t, void *arg) {
+    macs_ctx *m = arg;
+    if (t->kind != DS_TK_MATRIX || t->layer < 0 || t->layer >= m->c->n_layer) return;
+    int64_t n = t->ne[0] * t->ne[1] * (t->n_dims > 2 ? t->ne[2] : 1);
+    if (t->n_dims == 3 && m->c->n_expert > 0) n = n / m->c->n_expert * m->c->n_expert_used;
+    m->macs += n;
+}
+
+/* Multiply-adds one prefill token costs in the decoder layers' weight
+ * matrices: the unit the vision tower's work is measured against. */
+static int64_t token_macs(const ds_model_config *c) {
+    macs_ctx m = {.c = c};
+    ds_model_for_each_spec(c, count_macs, &m);
+    return m.macs > 0 ? m.macs : 1;
+}
+
 /* Every row of a step counts against step_tokens, which is at least one
  * prefill chunk; the MTP calls of a step carry at most the rows it kept. */
 int ds_engine_required_batch_capacity(const ds_engine_params *p) {
@@ -145,9 +166,18 @@ ds_status ds_engine_new(ds_model *model, const ds_engine_params *params, ds_engi
     g->logits = malloc((size_t)n_rows * (size_t)c->n_vocab * sizeof *g->logits);
     g->lookup_pages = malloc(((size_t)g->max_seq / (size_t)p.page_size + 1) * sizeof *g->lookup_pages);
     g->allowed = malloc(DS_MASK_WORDS(c->n_vocab) * sizeof *g->allowed);
+    g->rope = malloc((size_t)n_rows * 3 * sizeof *g->rope);
+    g->embd = malloc((size_t)n_rows * sizeof *g->embd);
+    g->mtp_rope = malloc((size_t)n_rows * 3 * sizeof *g->mtp_rope);
+    g->mtp_embd = malloc((size_t)n_rows * sizeof *g->mtp_embd);
+    g->jobs = malloc((size_t)p.max_running * sizeof *g->jobs);
+    g->job_req = malloc((size_t)p.max_running * sizeof *g->job_req);
+    g->token_macs = token_macs(c);
+    g->vision_step_flops = g->token_macs * p.step_tokens;
     g->filtered = malloc((size_t)c->n_vocab * sizeof *g->filtered);
     if (!s && (!g->running || !g->rows || !g->seqs || !g->seq_req || !g->seq_first_row || !g->seq_n_rows ||
-               !g->logits || !g->lookup_pages || !g->allowed || !g->filtered ||
+               !g->logits || !g->lookup_pages || !g->allowed || !g->filtered || !g->rope || !g->embd ||
+               !g->mtp_rope || !g->mtp_embd || !g->jobs || !g->job_req ||
                ds_sampler_scratch_init(&g->scratch, c->n_vocab)))
         s = ds_fail(e, DS_ENOMEM, "engine: out of memory for step tables");
     size_t most = (size_t)g->pages.n;
@@ -173,6 +203,7 @@ ds_status ds_engine_new(ds_model *model, const ds_engine_params *params, ds_engi
 
 static void req_free(req *r) {
     if (!r) return;
+    ds_image_req_free(r);
     free(r->prompt_copy);
     free(r->stop_copy);
     free(r->tokens);
@@ -227,6 +258,12 @@ void ds_engine_free(ds_engine *g) {
     free(g->lookup_pages);
     free(g->allowed);
     free(g->filtered);
+    free(g->rope);
+    free(g->embd);
+    free(g->mtp_rope);
+    free(g->mtp_embd);
+    free(g->jobs);
+    free(g->job_req);
     free(g->check_pages);
     free(g->check_ckpts);
     free(g->check_scratch);
@@ -239,13 +276,30 @@ void ds_engine_free(ds_engine *g) {
 /* --- any thread --- */
 
 ds_status ds_engine_set_vision(ds_engine *g, ds_vision *v, size_t budget_bytes, ds_err *e) {
-    (void)g, (void)v, (void)budget_bytes;
-    return ds_fail(e, DS_EUNSUPPORTED, "engine: images are not scheduled yet");
+    const ds_vision_config *vc = v ? ds_vision_cfg(v) : NULL;
+    if (!vc) return ds_fail(e, DS_EINVAL, "engine: no vision tower given");
+    if (vc->out_embd != g->cfg->n_embd)
+        return ds_fail(e, DS_EINVAL, "engine: the vision tower's output width %d is not the model's width %d",
+                       vc->out_embd, g->cfg->n_embd);
+    if (vc->merge < 1 || vc->n_deepstack < 0 || vc->n_deepstack > DS_MAX_DEEPSTACK)
+        return ds_fail(e, DS_EINVAL, "engine: the vision tower's merge (%d) or DeepStack count (%d) is out of range",
+                       vc->merge, vc->n_deepstack);
+    if (budget_bytes == 0) return ds_fail(e, DS_EINVAL, "engine: a vision budget of 0 bytes encodes nothing");
+    /* image tokens need three-axis positions: a model without them would refuse every batch with an image */
+    if (g->cfg->mrope_sections[0] + g->cfg->mrope_sections[1] + g->cfg->mrope_sections[2] == 0)
+        return ds_fail(e, DS_EINVAL, "engine: the model has no M-RoPE sections, so it cannot place image tokens");
+    g->vision = v;
+    g->vision_budget = budget_bytes;
+    g->vision_row_floats = vc->out_embd * (1 + vc->n_deepstack);
+    pthread_mutex_lock(&g->mu);
+    g->stats.vision_bytes_total = budget_bytes;
+    g->stats.vision_step_flops = g->vision_step_flops;
+    pthread_mutex_unlock(&g->mu);
+    return DS_OK;
 }
 
 uint64_t ds_engine_submit(ds_engine *g, const ds_request_params *rp, ds_err *e) {
     if (rp->n_prompt < 1) { ds_fail(e, DS_EINVAL, "the prompt is empty"); return 0; }
-    if (rp->n_images) { ds_fail(e, DS_EUNSUPPORTED, "engine: images are not scheduled yet"); return 0; }
     if (rp->max_tokens < 1) { ds_fail(e, DS_EINVAL, "max_tokens must be at least 1"); return 0; }
     if ((int64_t)rp->n_prompt + rp->max_tokens > g->max_seq) {
         ds_fail(e, DS_EINVAL, "prompt (%d tokens) + max_tokens (%d) exceeds the context of %d tokens", rp->n_prompt,
@@ -286,6 +340,10 @@ uint64_t ds_engine_submit(ds_engine *g, const ds_request_params *rp, ds_err *e) 
     r->acc_hits = 1.6f;
     r->acc_trials = 2.0f;
     r->fault = rp->fault;
+    if (ds_image_req_init(g, r, rp, e) != DS_OK) {
+        req_free(r);
+        return 0;
+    }
     ds_sampler_init(&r->sampler, &rp->sampling);
     pthread_mutex_lock(&g->mu);
     if (g->p.max_queue > 0 && g->n_inbox + g->stats.waiting >= g->p.max_queue) {
@@ -295,6 +353,9 @@ uint64_t ds_engine_submit(ds_engine *g, const ds_request_params *rp, ds_err *e) 
         return 0;
     }
     r->id = g->next_id++;
+    /* the images' patches are the request's from here on: the caller's copies are emptied */
+    r->owns_patches = 1;
+    for (int k = 0; k < rp->n_images; k++) rp->images[k].patches = (ds_image_patches){0};
     r->live_next = g->live_head;
     if (g->live_head) g->live_head->live_prev = r;
     g->live_head = r;
@@ -354,6 +415,7 @@ void ds_engine_stats_get(ds_engine *g, ds_engine_stats *st) {
 
 static void release_memory(ds_engine *g, req *r) {
     ds_spec_release(g, r);
+    ds_image_release_job(g, r);
     for (int i = 0; i < r->n_pages; i++) ds_id_unref(&g->pages, r->pages[i]);
     r->n_pages = 0;
     if (r->slot >= 0) ds_id_unref(&g->slots, r->slot);
@@ -383,7 +445,8 @@ static void emit_finish(ds_engine *g, req *r, ds_finish reason, const char *erro
  * prompt that repeats them would compute them, so a hit changes nothing. */
 static void offer_to_cache(ds_engine *g, req *r) {
     int upto = r->n_computed < r->n_prompt ? r->n_computed : r->n_prompt;
-    if (g->cache && upto >= g->p.page_size) ds_prefix_insert(g->cache, r->tokens, upto / g->p.page_size, r->pages, -1, 0);
+    if (g->cache && upto >= g->p.page_size)
+        ds_prefix_insert(g->cache, ds_image_keys(r), upto / g->p.page_size, r->pages, -1, 0);
 }
 
 static void finish(ds_engine *g, req *r, ds_finish reason, const char *error) {
@@ -498,7 +561,8 @@ static int wait_for_shared_prefill(ds_engine *g, req *w) {
         if (r->n_computed >= r->n_prompt) continue;
         int n = w->n_prompt - 1 < r->n_prompt ? w->n_prompt - 1 : r->n_prompt; /* w computes at least one token */
         int shared = 0;
-        while (shared < n && w->tokens[shared] == r->tokens[shared]) shared++;
+        const int32_t *wk = ds_image_keys(w), *rk = ds_image_keys(r);
+        while (shared < n && wk[shared] == rk[shared]) shared++;
         int at = shared / DS_DELTANET_CHUNK * DS_DELTANET_CHUNK;
         if (at < 128 || at <= r->n_computed) continue; /* too little to gain, or r is past it */
         if (r->share_cut <= r->n_computed || at < r->share_cut) r->share_cut = at;
@@ -539,13 +603,20 @@ static int admit(ds_engine *g) {
             /* only prompt positions are in the cache; after a preemption the whole prompt may be
              * reused since generated tokens are left to compute */
             int n_look = r->n_prompt + (r->n_generated > 0 ? 1 : 0);
-            int reused = ds_prefix_lookup(g->cache, r->tokens, n_look, g->lookup_pages, &ckpt);
+            int reused = ds_prefix_lookup(g->cache, ds_image_keys(r), n_look, g->lookup_pages, &ckpt);
             if (reused > 0) {
                 memcpy(r->pages, g->lookup_pages, (size_t)(reused / g->p.page_size) * sizeof *r->pages);
                 r->n_pages = reused / g->p.page_size;
                 if (ckpt >= 0) ds_state_copy(&g->st, slot, ckpt);
                 r->n_computed = reused;
                 if (r->n_generated == 0) r->n_cached = reused;
+                int image_tokens = 0;
+                for (int k = 0; k < r->n_images && r->images[k].first < reused; k++)
+                    image_tokens += (r->images[k].first + r->images[k].n < reused ? r->images[k].first + r->images[k].n
+                                                                                  : reused) - r->images[k].first;
+                pthread_mutex_lock(&g->mu);
+                g->stats.image_tokens_cached += image_tokens;
+                pthread_mutex_unlock(&g->mu);
             }
         }
         r->running_index = g->n_running;
@@ -580,7 +651,7 @@ static int chunk_end(const ds_engine *g, const req *r, ds_seq_mode *mode) {
     int prompt_cut = round_down(r->n_prompt, DS_DELTANET_CHUNK); /* the end-of-prompt checkpoint */
     if (prompt_cut > from && prompt_cut < end) end = prompt_cut;
     if (r->share_cut > from && r->share_cut < end) end = r->share_cut;
-    return end;
+    return r->n_images ? ds_image_prefill_end(g, r, from, end) : end;
 }
 
 int ds_engine_ensure_pages(ds_engine *g, req *r, int upto) {
@@ -696,7 +767,7 @@ static void take_checkpoint(ds_engine *g, req *r) {
         if (ck < 0) return;
         ds_state_copy(&g->st, ck, r->slot);
     }
-    ds_prefix_insert(g->cache, r->tokens, pos / g->p.page_size, r->pages, ck, pos);
+    ds_prefix_insert(g->cache, ds_image_keys(r), pos / g->p.page_size, r->pages, ck, pos);
 }
 
 /* Test hook: whether the request's pending fault hits a call computing it in this mode. */
@@ -723,9 +794,13 @@ int ds_engine_step(ds_engine *g) {
     fail_all_pending(g);
     handle_aborts(g);
     admit(g);
-    int budget = g->p.step_tokens, n_rows = 0, n_seqs = 0;
-    /* decodes first, then prefill chunks, oldest requests first */
+    int budget = g->p.step_tokens, n_rows = 0, n_seqs = 0, any_image = 0;
+    /* decodes first, then images' encoding and prefill chunks, oldest requests first */
     for (int pass = 0; pass < 2; pass++) {
+        if (pass == 1 && g->vision) {
+            int spent = ds_image_encode_step(g); /* in prefill tokens; prefill keeps at least half of what is left */
+            budget -= spent < budget / 2 ? spent : budget / 2;
+        }
         for (int i = 0; i < g->n_running; i++) {
             req *r = g->running[i];
             if (r->scheduled_step == g->step_no) continue; /* a rescan after a preemption */
@@ -770,8 +845,10 @@ int ds_engine_step(ds_engine *g) {
             r->scheduled_step = g->step_no;
             g->seq_first_row[n_seqs] = n_rows;
             g->seq_n_rows[n_seqs] = n;
+            any_image |= r->n_images > 0;
             for (int k = 0; k < n; k++) {
                 int pos = r->n_computed + k;
+                ds_image_row(g, r, pos, pos, g->rope + (size_t)n_rows * 3, &g->embd[n_rows]);
                 /* verify rows: the pending token, then the drafts (kept past n_tokens) */
                 g->rows[n_rows++] = (ds_batch_token){.token = r->tokens[pos], .seq = n_seqs, .pos = pos,
                                                      .want_logits = mode == DS_SEQ_VERIFY || pos == r->n_tokens - 1,
@@ -784,6 +861,7 @@ int ds_engine_step(ds_engine *g) {
     if (n_rows > 0) {
         ds_batch b = {.tokens = g->rows, .n_tokens = n_rows, .seqs = g->seqs, .n_seqs = n_seqs, .logits = g->logits,
                       .hidden = g->hidden, .records = g->records.n_slots ? &g->records : NULL};
+        ds_image_batch(g, &b, any_image, g->rope, g->embd);
         ds_err e = {0};
         ds_state_pool empty = {0};
         ds_status s = ds_model_forward(g->model, &g->kv, g->hybrid ? &g->st : &empty, &b, &e);
@@ -832,6 +910,7 @@ int ds_engine_step(ds_engine *g) {
     g->stats.kv_pages_used = ds_id_used(&g->pages);
     g->stats.state_slots_used = ds_id_used(&g->slots);
     g->stats.checkpoint_slots_used = ds_id_used(&g->ckpts);
+    g->stats.vision_bytes_used = g->vision_used;
     if (g->cache) {
         ds_prefix_stats ps;
         ds_prefix_stats_get(g->cache, &ps);

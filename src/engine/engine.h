@@ -111,14 +111,17 @@ typedef ds_filter_result (*ds_token_filter_fn)(void *user, const int32_t *genera
 #define DS_MASK_SET(bits, t) ((bits)[(size_t)(t) >> 5] |= 1u << ((uint32_t)(t) & 31))
 
 /* One image of a prompt. Its tokens are prompt[first .. first + n) (n =
- * ds_image_token_count of its grid), each the model's image pad token: the
- * engine encodes the patches (a few blocks per step, like a prefill), puts
- * the embeddings at those positions with their M-RoPE positions, and keys
- * them in the prefix cache by hash, so the same picture hits and any other
- * misses. */
+ * grid_t x grid_h x grid_w / merge^2 of its patches), each the image pad
+ * token (the one at prompt[first]; every image of a request has the same,
+ * and no other prompt token may be it): the engine encodes the patches (a
+ * few blocks per step, like a prefill: engine_image.c), puts the embeddings
+ * at those positions with their M-RoPE positions, and keys them in the
+ * prefix cache by hash, so the same picture hits (and is not encoded again)
+ * and any other misses. */
 typedef struct {
     int first;
-    ds_image_patches patches;   /* a successful submit takes them (and frees them later) */
+    ds_image_patches patches;   /* a successful submit takes them (and frees them later), leaving this
+                                 * empty; a refused one leaves them to the caller */
     uint8_t hash[32];           /* ds_image_hash */
 } ds_request_image;
 
@@ -159,6 +162,11 @@ typedef struct {
     int64_t spec_accept_hist[DS_MAX_SPEC + 1]; /* verify passes by number of drafts accepted (0..DS_MAX_SPEC) */
     int64_t spec_draft_failures;  /* MTP calls that failed: their requests decoded that step without drafts */
     int64_t started, finished, aborted, failed;
+    /* images: encoded, and their tokens reused from the prefix cache (also in prefix_hit_tokens) */
+    int64_t images_encoded, image_tokens_cached;
+    size_t vision_bytes_total, vision_bytes_used; /* the jobs' budget, and what they hold now */
+    int64_t vision_step_flops;      /* multiply-adds ds_vision_run may do per step (engine_image.c) */
+    int64_t vision_steps, vision_flops, vision_flops_step_max; /* steps that encoded, their work, the most in one */
 } ds_engine_stats;
 
 typedef struct ds_engine ds_engine;
@@ -174,13 +182,17 @@ ds_status ds_engine_new(ds_model *model, const ds_engine_params *p, ds_engine **
 void ds_engine_free(ds_engine *eng);
 /* Lets requests carry images (before the first step): v is borrowed; jobs of
  * images being encoded hold at most budget_bytes (ds_vision_job_bytes) at
- * once, and an image larger than that alone is refused at submit. */
+ * once (more wait their turn), and an image larger than that alone is
+ * refused at submit. Each step gives the tower about one step's prefill
+ * work (ds_engine_stats.vision_step_flops), so an image never stalls the
+ * decodes of other requests for longer than that. */
 ds_status ds_engine_set_vision(ds_engine *eng, ds_vision *v, size_t budget_bytes, ds_err *e);
 
 /* Queues a request; returns its id (> 0), or 0 with e filled: DS_EINVAL when it
  * cannot ever run (too long for the pools or the context, a token outside the
- * vocabulary), DS_EBUSY when the queue is full (it may be retried later),
- * DS_ENOMEM when memory ran out. */
+ * vocabulary, images without a tower, an image not on its pad tokens or
+ * larger than the vision budget: the message names the image), DS_EBUSY when
+ * the queue is full (it may be retried later), DS_ENOMEM when memory ran out. */
 uint64_t ds_engine_submit(ds_engine *eng, const ds_request_params *rp, ds_err *e);
 /* Ends a request at the next step; its memory is free after that step. */
 void ds_engine_abort(ds_engine *eng, uint64_t id);
@@ -202,8 +214,9 @@ void ds_engine_stats_get(ds_engine *eng, ds_engine_stats *st);
  * requests' page tables, prefix-cache nodes), free lists hold no id in use and
  * every unused one, every cached checkpoint belongs to a trie node, no
  * sequence holds a slot twice, waiting requests hold nothing, the request
- * lists agree with their counts, and the prefix trie's own invariants
- * (prefix_cache.c). DS_ECORRUPT names the first broken invariant. */
+ * lists agree with their counts, vision jobs (one per running request at
+ * most) hold exactly the vision budget's use, within it, and the prefix
+ * trie's own invariants (prefix_cache.c). DS_ECORRUPT names the first broken invariant. */
 ds_status ds_engine_check_invariants(ds_engine *eng, ds_err *e);
 /* Test hook: the next forward call of the request with this id fails
  * (DS_FAULT_ANY, from any thread; ds_request_params.fault chooses the phase). */

@@ -52,6 +52,38 @@ static ds_status hold_once(const ds_id_pool *p, int32_t *holds, int id, const re
     return DS_OK;
 }
 
+/* Jobs of images being encoded: one at most per request, only while it runs,
+ * only for an image without rows, and their bytes are the vision budget's
+ * use, within it. */
+static ds_status check_images(ds_engine *g, ds_err *e) {
+    size_t held = 0;
+    for (int i = 0; i < g->n_running; i++) {
+        const req *r = g->running[i];
+        int jobs = 0;
+        for (int k = 0; k < r->n_images; k++) {
+            const req_image *ri = &r->images[k];
+            if (!ri->job) continue;
+            if (ri->rows)
+                return ds_fail(e, DS_ECORRUPT, "a vision job encodes an image without rows: request %llu image %d "
+                                               "has both", (unsigned long long)r->id, k);
+            jobs++;
+            held += ri->job_bytes;
+        }
+        if (jobs > 1)
+            return ds_fail(e, DS_ECORRUPT, "a request encodes one image at a time: request %llu has %d jobs",
+                           (unsigned long long)r->id, jobs);
+    }
+    for (const req *r = g->waiting_head; r; r = r->next)
+        for (int k = 0; k < r->n_images; k++)
+            if (r->images[k].job)
+                return ds_fail(e, DS_ECORRUPT, "a waiting request holds nothing: request %llu holds a vision job",
+                               (unsigned long long)r->id);
+    if (held != g->vision_used || g->vision_used > g->vision_budget)
+        return ds_fail(e, DS_ECORRUPT, "vision jobs hold %zu bytes, the budget counts %zu used of %zu", held,
+                       g->vision_used, g->vision_budget);
+    return DS_OK;
+}
+
 static ds_status check_requests(ds_engine *g, ds_err *e) {
     if (g->n_running < 0 || g->n_running > g->p.max_running)
         return ds_fail(e, DS_ECORRUPT, "%d requests running, at most %d", g->n_running, g->p.max_running);
@@ -103,6 +135,7 @@ static ds_status check_requests(ds_engine *g, ds_err *e) {
 
 ds_status ds_engine_check_invariants(ds_engine *g, ds_err *e) {
     ds_status s = check_requests(g, e);
+    if (!s) s = check_images(g, e);
     if (s) return s;
     /* KV pages: the prefix trie's references, then the running requests' page tables */
     memset(g->check_pages, 0, (size_t)g->pages.n * sizeof *g->check_pages);

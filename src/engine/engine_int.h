@@ -11,6 +11,20 @@
 
 enum { PENDING_ABORT = 1, PENDING_FAULT = 2 };
 
+/* One image of a request (engine_image.c). Its patches are kept until its
+ * rows exist (a cache hit that covers it skips the encoding, and a recompute
+ * after the cache let the pages go needs them again); its rows are kept to
+ * the end of the request, since a preemption recomputes the prompt. */
+typedef struct {
+    int first, n;               /* prompt tokens [first, first + n) */
+    ds_image_patches patches;   /* owned until rows exist */
+    uint8_t hash[32];
+    ds_vision_job *job;         /* being encoded (a running request's, one at a time) */
+    size_t job_bytes;           /* taken from the engine's vision budget */
+    int64_t job_piece;          /* its average piece of work (a block), to choose a step's jobs by */
+    float *rows;                /* [n][row_floats] once encoded */
+} req_image;
+
 typedef struct req {
     uint64_t id;
     ds_request_params p;
@@ -38,6 +52,13 @@ typedef struct req {
     int draft_free_from;        /* p.filter returned DS_FILTER_DONE for the answer up to this draft (a draft
                                  * index >= 1; past n_drafts: it did not): it holds once those drafts are kept */
     int share_cut;              /* a waiting request shares the prompt up to here: cut and checkpoint there */
+    /* images (engine_image.c): NULL / 0 for text */
+    req_image *images;
+    int n_images;
+    int32_t *rope_pos;          /* [n_prompt][3] M-RoPE positions of the prompt */
+    int rope_delta;             /* past the prompt: position p has p + rope_delta on every axis */
+    int32_t *keys;              /* the prompt as the prefix cache sees it: image tokens keyed by their image */
+    int owns_patches;           /* submit succeeded: the images' patches are the request's to free */
     struct req *next;           /* inbox / waiting list */
     /* speculative decoding (speculate.c) */
     int n_drafts;               /* drafts waiting to be verified */
@@ -100,6 +121,18 @@ struct ds_engine {
     ds_batch_token *mtp_rows;
     ds_batch_seq *mtp_seqs;
     req **mtp_req;
+    /* images (engine_image.c) */
+    ds_vision *vision;          /* NULL: requests with images are refused */
+    size_t vision_budget, vision_used; /* bytes of jobs, at most and now */
+    int vision_row_floats;      /* one image token's row: n_embd * (1 + n_deepstack) */
+    int64_t token_macs;         /* multiply-adds of one prefill token through the decoder layers */
+    int64_t vision_step_flops;  /* what ds_vision_run gets per step */
+    ds_vision_job **jobs;       /* [max_running] a step's jobs */
+    req **job_req;
+    int32_t *rope;              /* [step_tokens][3] a step's M-RoPE positions */
+    const float **embd;         /* [step_tokens] a step's image rows */
+    int32_t *mtp_rope;          /* the same for the MTP calls */
+    const float **mtp_embd;
     /* ds_engine_check_invariants (engine_check.c) */
     int check_invariants;       /* after every step, or abort */
     int32_t *check_pages, *check_ckpts, *check_scratch; /* holders per id, sized once */
@@ -119,6 +152,31 @@ int ds_engine_append(ds_engine *g, req *r, int32_t token, const float *logits);
 ds_filter_result ds_engine_filter(ds_engine *g, req *r, int n_answer, const float *logits);
 /* Ends r with an error (its answer so far stays delivered). */
 void ds_engine_fail_request(ds_engine *g, req *r, const char *why);
+
+/* engine_image.c */
+/* Validates rp's images against the prompt and the tower, and on success
+ * fills r's images (patches not yet taken), positions and cache keys. */
+ds_status ds_image_req_init(ds_engine *g, req *r, const ds_request_params *rp, ds_err *e);
+void ds_image_req_free(req *r);
+/* Drops r's job (a preempted or finished request keeps no activations). */
+void ds_image_release_job(ds_engine *g, req *r);
+/* What the prefix cache sees of r's prompt. */
+const int32_t *ds_image_keys(const req *r);
+/* The end of a prefill chunk of r from `from` to `end`, cut (at a multiple
+ * of DS_DELTANET_CHUNK) before an image whose rows are not ready. */
+int ds_image_prefill_end(const ds_engine *g, const req *r, int from, int end);
+/* Starts the jobs the vision budget allows and advances every job by one
+ * step's worth of work. Returns the multiply-adds done, in prefill tokens. */
+int ds_image_encode_step(ds_engine *g);
+/* Inputs of a row of r at position pos reading token_pos's token (pos for
+ * the main model, pos + 1 for the MTP head): its M-RoPE position and its
+ * image row (NULL for text). */
+void ds_image_row(const ds_engine *g, const req *r, int pos, int token_pos, int32_t rope[3], const float **embd);
+/* Gives b the rows' M-RoPE positions and image rows (rope [n_tokens][3],
+ * embd [n_tokens], filled by ds_image_row) when any_image: a batch with a
+ * request with images carries positions for all its rows; text-only batches
+ * stay as they always were. */
+void ds_image_batch(const ds_engine *g, ds_batch *b, int any_image, const int32_t *rope, const float *const *embd);
 
 /* speculate.c */
 /* Rows a decode of r runs this step: 1, or 1 + drafts when verifying. Takes the verify slots. */

@@ -217,7 +217,7 @@ static int choose_draft(ds_engine *g, req *r, int j, const float *mtp_logits) {
 
 void ds_spec_draft(ds_engine *g, req **reqs, int n) {
     size_t H = (size_t)g->cfg->n_embd, V = (size_t)g->cfg->n_vocab;
-    int n_rows = 0, n_seqs = 0;
+    int n_rows = 0, n_seqs = 0, any_image = 0;
     int crowded = g->p.spec_max_batch > 0 && g->n_running > g->p.spec_max_batch;
     /* 1. catch-up rows: (h_t, x_{t+1}) for every position this step kept */
     for (int i = 0; i < n; i++) {
@@ -233,7 +233,10 @@ void ds_spec_draft(ds_engine *g, req **reqs, int n) {
         if (last <= first || last >= r->n_tokens) continue;
         g->mtp_seqs[n_seqs] = (ds_batch_seq){.mode = DS_SEQ_PREFILL, .pages = r->pages, .n_pages = r->n_pages};
         g->mtp_req[n_seqs] = r;
+        any_image |= r->n_images > 0;
         for (int p = first; p < last; p++) {
+            /* the head reads x_{p+1} at position p: an image token's row where it is one */
+            ds_image_row(g, r, p, p + 1, g->mtp_rope + (size_t)n_rows * 3, &g->mtp_embd[n_rows]);
             g->mtp_rows[n_rows] = (ds_batch_token){.token = r->tokens[p + 1], .seq = n_seqs, .pos = p,
                                                    .want_logits = p == last - 1, .want_hidden = p == last - 1};
             memcpy(g->mtp_hidden_in + (size_t)n_rows * H, g->hidden + (size_t)(r->step_hidden_row + p - first) * H,
@@ -245,6 +248,7 @@ void ds_spec_draft(ds_engine *g, req **reqs, int n) {
     if (n_rows == 0) return;
     ds_batch b = {.tokens = g->mtp_rows, .n_tokens = n_rows, .seqs = g->mtp_seqs, .n_seqs = n_seqs,
                   .logits = g->mtp_logits, .hidden = g->mtp_hidden_out};
+    ds_image_batch(g, &b, any_image, g->mtp_rope, g->mtp_embd);
     if (mtp_call(g, &b, g->mtp_req, n_seqs) != DS_OK) return; /* no drafts */
     /* 2. first drafts; requests that cannot hold k more positions draft fewer */
     int live = 0;
@@ -264,7 +268,7 @@ void ds_spec_draft(ds_engine *g, req **reqs, int n) {
     }
     /* 3. further drafts, one MTP row per request at a time, each fed its own previous output */
     for (int j = 1; j < g->spec_max && live > 0; j++) {
-        int m = 0;
+        int m = 0, any = 0;
         for (int s = 0; s < live; s++) {
             req *r = g->mtp_req[s];
             if (r->n_want <= j) continue;
@@ -272,12 +276,15 @@ void ds_spec_draft(ds_engine *g, req **reqs, int n) {
             g->mtp_seqs[m] = (ds_batch_seq){.mode = DS_SEQ_DECODE, .pages = r->pages, .n_pages = r->n_pages};
             g->mtp_rows[m] = (ds_batch_token){.token = r->drafts[j - 1], .seq = m, .pos = r->n_tokens - 2 + j,
                                               .want_logits = 1, .want_hidden = 1};
+            ds_image_row(g, r, r->n_tokens - 2 + j, r->n_tokens - 1 + j, g->mtp_rope + (size_t)m * 3, &g->mtp_embd[m]);
+            any |= r->n_images > 0;
             if (m != s) memcpy(g->mtp_hidden_in + (size_t)m * H, g->mtp_hidden_in + (size_t)s * H, H * sizeof(float));
             m++;
         }
         if (m == 0) break;
         ds_batch bj = {.tokens = g->mtp_rows, .n_tokens = m, .seqs = g->mtp_seqs, .n_seqs = m,
                        .logits = g->mtp_logits, .hidden = g->mtp_hidden_out};
+        ds_image_batch(g, &bj, any, g->mtp_rope, g->mtp_embd);
         if (mtp_call(g, &bj, g->mtp_req, m) != DS_OK) break;
         for (int s = 0; s < m; s++) {
             req *r = g->mtp_req[s];

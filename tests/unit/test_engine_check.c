@@ -7,7 +7,8 @@
  *   - a page in use pushed on the free list;
  *   - two running sequences holding one state slot;
  *   - a checkpoint slot taken that no trie node holds;
- *   - a waiting request holding a page.
+ *   - a waiting request holding a page;
+ *   - the vision budget counting bytes no encoding job holds.
  * (test_engine.c runs the checks after every step of its workloads.) */
 #include <string.h>
 #include <unistd.h>
@@ -134,6 +135,14 @@ static void test_waiting_request_holds_page(void) {
     CHECK(clean(msg, sizeof msg), "undone: %s", msg);
 }
 
+static void test_vision_bytes_without_a_job(void) {
+    char msg[700];
+    eng->vision_used += 4096;
+    CHECK(check_says("vision jobs hold 0 bytes, the budget counts 4096", msg, sizeof msg), "%s", msg);
+    eng->vision_used -= 4096;
+    CHECK(clean(msg, sizeof msg), "undone: %s", msg);
+}
+
 static void test_runs_to_the_end_clean(void) {
     char msg[700];
     int guard = 0;
@@ -151,6 +160,7 @@ int main(void) {
         RUN(test_slot_held_twice);
         RUN(test_checkpoint_outside_trie);
         RUN(test_waiting_request_holds_page);
+        RUN(test_vision_bytes_without_a_job);
         RUN(test_runs_to_the_end_clean);
     } else {
         printf("FAIL set-up\n");

@@ -49,11 +49,38 @@ static void usage(FILE *f) {
             "  --mtp-agree P       make the MTP head draft what the model says for a fraction P (0..1) of\n"
             "                      tokens, for testing and measuring speculative decoding\n"
             "  --threads N         quantise on N threads (default: one per core); the file is the same for any N\n"
+            "  --mmproj PATH       also write the shape's vision tower (random, the real shapes) as llama.cpp's\n"
+            "                      mmproj GGUF file PATH (projector qwen3vl)\n"
+            "  --vision            safetensors: put the vision tower in the directory (model.visual.*)\n"
+            "  --vision-layers N   the tower's block count (default: the shape's)\n"
+            "  --deepstack LIST    DeepStack mergers after these blocks, e.g. 0,1 (Qwen3-VL style; default:\n"
+            "                      the shape's, none for Qwen3.5; 'none' for none)\n"
             "  --out PATH          output file (gguf) or directory (safetensors)\n"
             "shapes:\n",
             types);
     for (int i = 0; i < ds_model_shape_count(); i++)
         fprintf(f, "  %-16s %s\n", ds_model_shape_at(i)->name, ds_model_shape_at(i)->description);
+}
+
+/* --deepstack 5,11,17 (block indexes, increasing) or none */
+static int parse_deepstack(const char *v, ds_make_options *o) {
+    o->deepstack_set = 1;
+    o->n_deepstack = 0;
+    if (!strcmp(v, "none")) return 0;
+    const char *p = v;
+    for (;;) {
+        char *end;
+        long x = strtol(p, &end, 10);
+        if (end == p || x < 0 || x >= DS_MAX_LAYERS || o->n_deepstack == DS_MAX_DEEPSTACK ||
+            (o->n_deepstack && x <= o->deepstack[o->n_deepstack - 1]) || (*end && *end != ',')) {
+            fprintf(stderr, "deltaserve make-model: --deepstack '%s' is not 'none' or up to %d increasing block "
+                    "indexes separated by commas\n", v, DS_MAX_DEEPSTACK);
+            return 1;
+        }
+        o->deepstack[o->n_deepstack++] = (int)x;
+        if (!*end) return 0;
+        p = end + 1;
+    }
 }
 
 /* tensor_types: room for the --tensor-type values (one per argument at most) */
@@ -73,6 +100,8 @@ static int make_model(int argc, char **argv, const char **tensor_types) {
             o.hf_flat = 1;
         } else if (!strcmp(a, "--split-experts")) {
             o.split_experts = 1;
+        } else if (!strcmp(a, "--vision")) {
+            o.vision = 1;
         } else if (!(v = ds_arg_value(argc, argv, &i))) {
             return 2;
         } else if (!strcmp(a, "--shape")) {
@@ -112,6 +141,13 @@ static int make_model(int argc, char **argv, const char **tensor_types) {
             o.out = v;
         } else if (!strcmp(a, "--mtp-out")) {
             o.mtp_out = v;
+        } else if (!strcmp(a, "--mmproj")) {
+            o.mmproj_out = v;
+        } else if (!strcmp(a, "--vision-layers")) {
+            if (ds_arg_int(a, v, 1, DS_MAX_LAYERS - 1, &n)) return 2;
+            o.vision_layers = (int)n;
+        } else if (!strcmp(a, "--deepstack")) {
+            if (parse_deepstack(v, &o)) return 2;
         } else {
             fprintf(stderr, "deltaserve make-model: unknown option '%s'\n", a);
             usage(stderr);

@@ -21,6 +21,7 @@
 #include "loading/hf_names.h"
 #include "loading/model_shapes.h"
 #include "model/model_make_policy.h"
+#include "model/model_make_vision.h"
 #include "tokenizer/default_chat_template.h"
 #include "tokenizer/vocab.h"
 
@@ -237,6 +238,7 @@ typedef struct {
     ds_progress progress;
     uint64_t total_elems;
     float mtp_beta;             /* --mtp-agree perturbation */
+    ds_vision_config vision;    /* --mmproj / --vision: the tower */
 } maker;
 
 static int64_t spec_elems(const ds_tensor_spec *s) { return s->ne[0] * s->ne[1] * s->ne[2]; }
@@ -279,6 +281,10 @@ static ds_status setup(maker *mk, ds_err *e) {
         fprintf(stderr, "make-model: MTP head agrees with the model on %.0f%% of sampled tokens (asked %.0f%%)\n",
                 100.0 * agree, 100.0 * o->mtp_agree);
     for (int i = 0; i < mk->specs.n; i++) mk->total_elems += (uint64_t)spec_elems(&mk->specs.specs[i]);
+    if (o->vision && o->format == DS_FORMAT_GGUF)
+        return ds_fail(e, DS_EINVAL, "--vision: a GGUF model's tower is a file of its own (--mmproj PATH)");
+    if (o->vision) return ds_fail(e, DS_EUNSUPPORTED, "--vision: Hugging Face towers are not written yet");
+    if ((o->mmproj_out || o->vision) && (s = ds_make_vision_config(o, &mk->cfg, &mk->vision, e))) return s;
     return DS_OK;
 }
 
@@ -872,6 +878,7 @@ ds_status ds_make_model(const ds_make_options *o, ds_err *e) {
             s = write_hf(&mk, e);
         if (!s && o->mtp_out) s = write_gguf(&mk, o->mtp_out, PART_HEAD, e);
         ds_progress_finish(&mk.progress);
+        if (!s && o->mmproj_out) s = ds_make_vision_gguf(o, &mk.vision, o->mmproj_out, e);
     }
     ds_vocab_free(&mk.vocab);
     free(mk.specs.specs);

@@ -11,6 +11,7 @@
 
 #include "common/status.h"
 #include "loading/model_file.h"
+#include "loading/vision_file.h"
 
 typedef struct {
     const char *shape;          /* a ds_model_shape name */
@@ -32,6 +33,14 @@ typedef struct {
     int n_threads;              /* quantising threads; <= 0: one per core. The file is the same for any count */
     const char *mtp_out;        /* GGUF: the MTP head to this file of its own and `out` without it, as
                                  * llama.cpp's converter does with --mtp / --no-mtp (mtp_file.c) */
+    /* the vision tower (model_make_vision.h): as an mmproj GGUF at mmproj_out,
+     * and in the Hugging Face directory when vision is set */
+    const char *mmproj_out;
+    int vision;
+    int vision_layers;          /* 0: the shape's own depth */
+    int deepstack_set;          /* 1: deepstack[0..n_deepstack) replaces the shape's DeepStack blocks */
+    int n_deepstack;
+    int deepstack[DS_MAX_DEEPSTACK];
 } ds_make_options;
 
 ds_status ds_make_model(const ds_make_options *o, ds_err *e);

@@ -51,7 +51,7 @@ static int decode_one(ds_server *s, const ds_oai_image *oi, ds_image *im, ds_htt
         if (st == DS_ENOMEM)
             return fail(err, oi->param, "'%s': %s (--max-image-pixels %lld, --max-image-mb %g)", oi->param, e.msg,
                         (long long)s->cfg.max_image_pixels, (double)s->cfg.max_image_bytes / (1 << 20));
-        return fail(err, oi->param, "'%s': not an image this server reads (JPEG, PNG, WebP, GIF): %s", oi->param, e.msg);
+        return fail(err, oi->param, "'%s': the image cannot be decoded: %s", oi->param, e.msg);
     }
     if (im->width <= 0 || im->height <= 0) {
         ds_image_free(im);

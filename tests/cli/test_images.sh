@@ -1,13 +1,14 @@
 #!/usr/bin/env bash
 # Images in, end to end: make-model writes the tiny model with a small random
 # vision tower (--mmproj, 2 blocks); python3-pil makes PNG and JPEG images of
-# several sizes and the bad ones (truncated, zero size, too many pixels, too
-# large); then `deltaserve serve` runs twice, with the tower (a local media
-# folder, a local HTTP server as the one allowed domain, tight image limits)
-# and without it (--no-mmproj), and tests/server/images.mjs (the official
-# openai client and raw HTTP) checks token counts, the prefix cache over
-# images, every refusal, file:// and http(s), the Responses and Messages APIs
-# and /v1/models. Prints ok/FAIL lines and "RESULT passed=N failed=M".
+# several sizes and the bad ones (too many pixels, too large, zero size; the
+# truncated ones are cut in images.mjs); then `deltaserve serve` runs twice,
+# with the tower (a local media folder, a local HTTP server as the one allowed
+# domain, tight image limits) and without it (--no-mmproj), and
+# tests/server/images.mjs (the official openai client and raw HTTP) checks
+# token counts, the prefix cache over images, every refusal, file:// and
+# http(s), the Responses and Messages APIs and /v1/models. Prints ok/FAIL
+# lines and "RESULT passed=N failed=M".
 # Env: DS_BIN, DS_TMP, DS_ROOT (tests/run.sh).
 set -u
 : "${DS_BIN:?}" "${DS_TMP:?}" "${DS_ROOT:?}"
@@ -35,7 +36,7 @@ ok "make-model writes the model and its mmproj"
 
 # the images: sizes that are multiples of 32 at or above 256 x 256, so that smart resize keeps them
 if ! /usr/bin/python3 - "$work/img" >"$work/pil.log" 2>&1 <<'EOF'
-import os, random, struct, sys, zlib
+import os, random, struct, sys
 from PIL import Image
 d = sys.argv[1]
 def grad(w, h, seed):
@@ -55,11 +56,12 @@ Image.new('RGB', (256, 256), (200, 20, 20)).save(f'{d}/e256_red.png')
 Image.new('RGB', (256, 256), (20, 20, 200)).save(f'{d}/e256_blue.png')
 Image.new('RGB', (1100, 1000), (9, 9, 9)).save(f'{d}/big1100x1000.png')      # past --max-image-pixels 1000000
 Image.frombytes('RGB', (700, 700), os.urandom(700 * 700 * 3)).save(f'{d}/noise.png')  # past --max-image-mb 1
-# a PNG whose header says 0 x 0 (PIL will not write one): signature, IHDR with its CRC, IEND
-def chunk(t, data):
-    return struct.pack('>I', len(data)) + t + data + struct.pack('>I', zlib.crc32(t + data) & 0xffffffff)
-with open(f'{d}/zero.png', 'wb') as f:
-    f.write(b'\x89PNG\r\n\x1a\n' + chunk(b'IHDR', struct.pack('>IIBBBBB', 0, 0, 8, 2, 0, 0, 0)) + chunk(b'IEND', b''))
+# a GIF of 0 x 0 pixels (screen and frame; libpng refuses a 0 x 0 PNG header as corrupt before any
+# decoder sees its size, giflib reads it): hand-written, PIL will not write one
+screen = b'GIF89a' + struct.pack('<HHBBB', 0, 0, 0x80, 0, 0) + b'\x00\x00\x00\xff\xff\xff'
+frame = b'\x2c' + struct.pack('<HHHHB', 0, 0, 0, 0, 0) + b'\x02\x02\x44\x01\x00'
+with open(f'{d}/zero.gif', 'wb') as f:
+    f.write(screen + frame + b'\x3b')
 EOF
 then
     bad "images made" "$(tail -n 3 "$work/pil.log")"; finish

@@ -490,8 +490,8 @@ static void *engine_main(void *arg) {
 }
 
 /* What decides the answers: the build (the compiler stands for it: there is no version number), the
- * weights (each tensor's name, type, shape and first bytes, not the whole file, which can be
- * large), the chat template and the context. */
+ * weights and the vision tower's (each tensor's name, type, shape and first bytes, not the whole
+ * file, which can be large), the chat template and the context. */
 static void set_fingerprint(ds_server *s) {
     ds_sb id = {0};
     char buf[160];
@@ -499,6 +499,15 @@ static void set_fingerprint(ds_server *s) {
     ds_sb_puts(&id, buf);
     for (int i = 0; i < ds_model_n_tensors(s->file); i++) {
         const ds_tensor *t = ds_model_tensor_at(s->file, i);
+        size_t nb = ds_tensor_bytes(t);
+        snprintf(buf, sizeof buf, "%s:%d:%lld,%lld,%lld,%lld|", t->name, (int)t->type, (long long)t->ne[0],
+                 (long long)t->ne[1], (long long)t->ne[2], (long long)t->ne[3]);
+        ds_sb_puts(&id, buf);
+        if (t->data) ds_sb_append(&id, (const char *)t->data, nb < 64 ? nb : 64);
+    }
+    /* the tower decides the answers to images: its weights count the same way */
+    for (int i = 0; s->vision_file && i < ds_vision_n_tensors(s->vision_file); i++) {
+        const ds_tensor *t = ds_vision_tensor_at(s->vision_file, i);
         size_t nb = ds_tensor_bytes(t);
         snprintf(buf, sizeof buf, "%s:%d:%lld,%lld,%lld,%lld|", t->name, (int)t->type, (long long)t->ne[0],
                  (long long)t->ne[1], (long long)t->ne[2], (long long)t->ne[3]);

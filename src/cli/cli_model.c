@@ -19,6 +19,10 @@ int ds_cli_load_arg(const char *cmd, const char *a, const char *v, ds_load_optio
         lo->mtp_path = v;
         return 1;
     }
+    if (!strcmp(a, "--mmproj")) {
+        lo->mmproj_path = v;
+        return 1;
+    }
     if (!strcmp(a, "--fp8-as")) {
         if (!strcmp(v, "q8_0")) lo->fp8_as = DS_FP8_AS_Q8_0;
         else if (!strcmp(v, "bf16")) lo->fp8_as = DS_FP8_AS_BF16;
@@ -26,6 +30,49 @@ int ds_cli_load_arg(const char *cmd, const char *a, const char *v, ds_load_optio
             fprintf(stderr, "deltaserve %s: --fp8-as must be q8_0 or bf16, got '%s'\n", cmd, v);
             return -1;
         }
+        return 1;
+    }
+    return 0;
+}
+
+int ds_cli_load_flag(const char *a, ds_load_options *lo) {
+    if (!strcmp(a, "--no-mmproj")) {
+        lo->no_mmproj = 1;
+        return 1;
+    }
+    return 0;
+}
+
+int ds_cli_open_vision(const char *cmd, const char *model_path, const ds_model_file *text, const ds_load_options *lo,
+                       ds_vision_file **out) {
+    *out = NULL;
+    char found[4096];
+    const char *path = lo ? lo->mmproj_path : NULL;
+    if (lo && lo->no_mmproj) {
+        if (path) {
+            fprintf(stderr, "deltaserve %s: --mmproj and --no-mmproj contradict each other\n", cmd);
+            return 1;
+        }
+        return 0;
+    }
+    if (!path) {
+        if (!ds_vision_find(model_path, found, sizeof found)) return 0;
+        path = found;
+    }
+    ds_err e = {0};
+    ds_status s = ds_vision_open(path, out, &e);
+    if (s) {
+        fprintf(stderr, "deltaserve %s: %s%s\n", cmd, e.msg,
+                path == found ? " (the vision tower found beside the model; --no-mmproj loads none)" : "");
+        return 1;
+    }
+    const ds_vision_config *vc = ds_vision_config_of(*out);
+    if (text && vc->out_embd != ds_model_config_of(text)->n_embd) {
+        fprintf(stderr, "deltaserve %s: the vision tower %s writes %d-wide embeddings, but the model %s is %d wide: "
+                "they do not belong together\n", cmd, path, vc->out_embd, ds_model_path(text),
+                ds_model_config_of(text)->n_embd);
+        ds_vision_close(*out);
+        *out = NULL;
         return 1;
     }
     return 0;
@@ -47,6 +94,11 @@ int ds_cli_model_open_ex(ds_cli_model *cm, const char *cmd, const char *path, in
     }
     if (s) {
         fprintf(stderr, "deltaserve %s: %s\n", cmd, e.msg);
+        ds_cli_model_close(cm);
+        return 1;
+    }
+    /* the encoder (cm->vision) is made from the file by those who run images */
+    if (ds_cli_open_vision(cmd, path, cm->file, lo, &cm->vision_file)) {
         ds_cli_model_close(cm);
         return 1;
     }
@@ -80,6 +132,8 @@ void ds_cli_model_close(ds_cli_model *cm) {
     ds_kv_pool_free(&cm->kv);
     ds_state_pool_free(&cm->st);
     free(cm->pages);
+    ds_vision_free(cm->vision);
+    ds_vision_close(cm->vision_file);
     ds_model_free(cm->model);
     ds_tokenizer_free(cm->tok);
     ds_model_close(cm->file);
@@ -92,6 +146,11 @@ void ds_cli_model_reset(ds_cli_model *cm) {
 
 ds_status ds_cli_model_run(ds_cli_model *cm, const int32_t *tokens, int n, int pos, int all_logits, float *logits,
                            ds_err *e) {
+    return ds_cli_model_run_ex(cm, tokens, n, pos, NULL, all_logits, logits, e);
+}
+
+ds_status ds_cli_model_run_ex(ds_cli_model *cm, const int32_t *tokens, int n, int pos, const ds_cli_image_inputs *im,
+                              int all_logits, float *logits, ds_err *e) {
     if (pos + n > cm->max_tokens)
         return ds_fail(e, DS_EINVAL, "%d tokens do not fit in a context of %d", pos + n, cm->max_tokens);
     int V = ds_model_cfg(cm->model)->n_vocab;
@@ -107,6 +166,11 @@ ds_status ds_cli_model_run(ds_cli_model *cm, const int32_t *tokens, int n, int p
                                      .want_logits = (uint8_t)(all_logits || i0 + i == n - 1)};
         ds_batch b = {.tokens = bt, .n_tokens = m, .seqs = &seq, .n_seqs = 1,
                       .logits = all_logits ? logits + (size_t)i0 * V : logits};
+        if (im) {
+            b.rope_pos = im->rope_pos ? im->rope_pos + 3 * (size_t)i0 : NULL;
+            b.embd = im->embd ? im->embd + i0 : NULL;
+            b.n_deepstack = im->n_deepstack;
+        }
         s = ds_model_forward(cm->model, &cm->kv, &cm->st, &b, e);
     }
     free(bt);

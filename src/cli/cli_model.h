@@ -34,11 +34,24 @@ int ds_cli_model_open_ex(ds_cli_model *cm, const char *cmd, const char *path, in
  * logits, perplexity): option a with value v. Returns 1 when a is one of
  * them, 0 when it is not, -1 (after a message) when its value is wrong. */
 int ds_cli_load_arg(const char *cmd, const char *a, const char *v, ds_load_options *lo);
+/* The loading options that take no value (--no-mmproj): 1 when a is one. */
+int ds_cli_load_flag(const char *a, ds_load_options *lo);
+/* The vision tower of the model at model_path (text: its file, for the width
+ * check; may be NULL): lo->mmproj_path, else the one ds_vision_find sees,
+ * none with lo->no_mmproj. *out is NULL when there is none. A tower that does
+ * not load (named by --mmproj or found beside the model) is an error: prints
+ * it, naming the file, and returns non-zero. */
+int ds_cli_open_vision(const char *cmd, const char *model_path, const ds_model_file *text, const ds_load_options *lo,
+                       ds_vision_file **out);
 #define DS_CLI_LOAD_USAGE                                                                                     \
     "  --mtp-model PATH       the MTP head (speculative drafts) from this GGUF file, as llama.cpp's\n"           \
     "                         converter writes it with --mtp (mtp-*.gguf); the main file must have none\n"     \
     "  --fp8-as T             q8_0 | bf16: what an FP8 Hugging Face checkpoint's weights become at\n"          \
-    "                         load (default q8_0: the FP8 file's memory, the 8-bit kernels)\n"
+    "                         load (default q8_0: the FP8 file's memory, the 8-bit kernels)\n"          \
+    "  --mmproj PATH          the vision tower from this file (llama.cpp's mmproj GGUF) or Hugging Face\n"    \
+    "                         directory; default: the mmproj*.gguf beside a GGUF model, the tower of a\n"    \
+    "                         Hugging Face directory\n"                                                      \
+    "  --no-mmproj            load no vision tower (text only)\n"
 /* Sizes the caches for one sequence of max_tokens positions (capped at the
  * trained context); prints the error and returns non-zero on failure. */
 int ds_cli_model_reserve(ds_cli_model *cm, const char *cmd, int max_tokens);
@@ -50,6 +63,15 @@ void ds_cli_model_reset(ds_cli_model *cm);
  * into logits[V]. */
 ds_status ds_cli_model_run(ds_cli_model *cm, const int32_t *tokens, int n, int pos, int all_logits, float *logits,
                            ds_err *e);
+/* The same with image inputs for those tokens (model.h): rope_pos [n][3]
+ * (NULL: pos), embd [n] (NULL: none), n_deepstack. */
+typedef struct {
+    const int32_t *rope_pos;
+    const float *const *embd;
+    int n_deepstack;
+} ds_cli_image_inputs;
+ds_status ds_cli_model_run_ex(ds_cli_model *cm, const int32_t *tokens, int n, int pos, const ds_cli_image_inputs *im,
+                              int all_logits, float *logits, ds_err *e);
 
 double ds_now(void);
 

@@ -19,6 +19,7 @@
 #include "cli/bench_engine.h"
 #include "cli/bench_grammar.h"
 #include "cli/bench_kernel.h"
+#include "cli/bench_vision.h"
 #include "cli/cli_hub.h"
 #include "cli/cli_model.h"
 #include "cli/commands.h"
@@ -56,6 +57,9 @@ static void usage(FILE *f) {
                "              budget in MiB (default: the engine's, 256); M: no drafts while more than M\n"
                "              sequences run (default: the engine's, 4; 0: no limit); T: the sequences sample\n"
                "              at temperature T (default 0: greedy), sequence i with seed S + i (default 0)\n"
+               "  --image WxH[,WxH...] [--mmproj FILE]\n"
+               "              the vision tower alone: encoder time per image and patches/s for images of these\n"
+               "              sizes in pixels (each side rounded to a multiple of 32; random pixels)\n"
                "  --schema FILE | --grammar FILE [--tokenizer PATH] [--walks W] [--walk-len L] [--conc C]\n"
                "              constrained decoding: the schema's compile time (JSON Schema -> grammar; a GBNF\n"
                "              file: its parse), the time of one token mask (mean, p99, max) over W random\n"
@@ -238,7 +242,7 @@ static void stats(const double *v, int n, double *mean, double *sd) {
 int ds_cmd_bench(int argc, char **argv) {
     const char *path = NULL, *blist = "1,2,4,8,16", *workload = NULL, *kernel = NULL;
     const char *kshape = "1024x3584,248320x1024", *ktokens = "1,64";
-    const char *schema = NULL, *grammar = NULL, *tokenizer = NULL;
+    const char *schema = NULL, *grammar = NULL, *tokenizer = NULL, *images = NULL;
     long walks = 20, walk_len = 256, conc = 16;
     long p = 512, n = 128, threads = 0, reps = 3, spec = 0, prefix = 2048, spec_batch = 8, spec_max_batch = -1;
     double spec_mb = 0, temp = 0;
@@ -252,6 +256,7 @@ int ds_cmd_bench(int argc, char **argv) {
         if (!strcmp(a, "--json")) { json = 1; continue; }
         int hf = ds_cli_hub_option(&hub, argc, argv, &i);
         if (hf) { if (hf < 0) return 2; continue; }
+        if (ds_cli_load_flag(a, &lo)) continue;
         if (!(v = ds_arg_value(argc, argv, &i))) return 2;
         if (!strcmp(a, "-m") || !strcmp(a, "--model")) path = v;
         else if (!strcmp(a, "-p")) { if (ds_arg_int(a, v, 0, 1 << 16, &p)) return 2; }
@@ -276,6 +281,8 @@ int ds_cmd_bench(int argc, char **argv) {
         else if (!strcmp(a, "--walks")) { if (ds_arg_int(a, v, 1, 100000, &walks)) return 2; }
         else if (!strcmp(a, "--walk-len")) { if (ds_arg_int(a, v, 1, 1 << 20, &walk_len)) return 2; }
         else if (!strcmp(a, "--conc")) { if (ds_arg_int(a, v, 1, 64, &conc)) return 2; }
+        else if (!strcmp(a, "--image")) images = v;
+        else if (!strcmp(a, "--mmproj")) lo.mmproj_path = v;
         else if ((lr = ds_cli_load_arg("bench", a, v, &lo))) { if (lr < 0) return 2; }
         else { fprintf(stderr, "deltaserve bench: unknown option '%s'\n", a); usage(stderr); return 2; }
     }
@@ -285,6 +292,7 @@ int ds_cmd_bench(int argc, char **argv) {
     if (hub.res.mtp && !lo.mtp_path) lo.mtp_path = hub.res.mtp; /* the head file beside it */
     if (!path) { usage(stderr); return 2; }
     lo.n_threads = (int)threads;
+    if (images) return ds_bench_vision(path, &lo, images, (int)threads, (int)reps, json);
     ds_bench_load_options(&lo);
     /* engine-level benchmarks (bench_engine.c) */
     if (workload && strcmp(workload, "shared-prefix") != 0 && strcmp(workload, "branch") != 0) {

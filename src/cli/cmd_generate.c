@@ -8,6 +8,7 @@
 
 #include "cli/args.h"
 #include "cli/cli_hub.h"
+#include "cli/cli_image.h"
 #include "cli/cli_model.h"
 #include "cli/cli_constraint.h"
 #include "cli/commands.h"
@@ -19,7 +20,7 @@
 
 static void usage(FILE *f) {
     fprintf(f, "usage: deltaserve generate (-m PATH | -hf ORG/NAME[:QUANT]) -p TEXT [-n N] [--temp T] [--top-p P] [--top-k K] [--seed S]\n"
-               "                           [--json-schema FILE | --grammar FILE | --regex PATTERN]\n"
+               "                           [--json-schema FILE | --grammar FILE | --regex PATTERN] [--image FILE...]\n"
                "  -m PATH       GGUF file or Hugging Face directory\n"
                DS_CLI_HUB_HELP
                "  -p TEXT       the prompt (used as is: no chat template)\n"
@@ -33,12 +34,16 @@ static void usage(FILE *f) {
                "  --regex PATTERN     the answer fully matches this regular expression\n"
                "                (with one of these the answer ends only where the constraint may end; a\n"
                "                line 'grammar: complete' or 'grammar: incomplete' on stderr says how it ended)\n"
+               "  --image FILE  a picture (JPEG, PNG, WebP, GIF) before the prompt text, through the model's\n"
+               "                vision tower (--mmproj, or the mmproj file beside the model); repeatable\n"
                DS_CLI_LOAD_USAGE);
 }
 
 
 int ds_cmd_generate(int argc, char **argv) {
     const char *path = NULL, *prompt = NULL, *schema_path = NULL, *grammar_path = NULL, *pattern = NULL;
+    const char *images[16];
+    int n_images = 0;
     long n_gen = 64;
     ds_load_options lo = {0};
     int r;
@@ -55,6 +60,7 @@ int ds_cmd_generate(int argc, char **argv) {
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) { usage(stdout); return 0; }
         int hf = ds_cli_hub_option(&hub, argc, argv, &i);
         if (hf) { if (hf < 0) return 2; continue; }
+        if (ds_cli_load_flag(a, &lo)) continue;
         if (!(v = ds_arg_value(argc, argv, &i))) return 2;
         if (!strcmp(a, "-m") || !strcmp(a, "--model")) path = v;
         else if (!strcmp(a, "-p") || !strcmp(a, "--prompt")) prompt = v;
@@ -66,6 +72,13 @@ int ds_cmd_generate(int argc, char **argv) {
         else if (!strcmp(a, "--json-schema")) schema_path = v;
         else if (!strcmp(a, "--grammar")) grammar_path = v;
         else if (!strcmp(a, "--regex")) pattern = v;
+        else if (!strcmp(a, "--image")) {
+            if (n_images == (int)(sizeof images / sizeof images[0])) {
+                fprintf(stderr, "deltaserve generate: at most %d --image\n", n_images);
+                return 2;
+            }
+            images[n_images++] = v;
+        }
         else if ((r = ds_cli_load_arg("generate", a, v, &lo))) { if (r < 0) return 2; }
         else { fprintf(stderr, "deltaserve generate: unknown option '%s'\n", a); usage(stderr); return 2; }
     }
@@ -102,7 +115,19 @@ int ds_cmd_generate(int argc, char **argv) {
     int open_rc = ds_cli_model_open_ex(&cm, "generate", path, 256, &lo);
     ds_cli_hub_free(&hub); /* the model keeps its own copy of the path */
     if (open_rc) { ds_grammar_unref(grammar); return 1; }
-    if (ds_tokenizer_encode(cm.tok, prompt, strlen(prompt), 1, &toks, &e) != DS_OK) {
+    ds_cli_image_prompt ip = {0};
+    if (n_images) { /* the prompt with its images: tokens, image rows, M-RoPE positions */
+        int irc = ds_cli_image_prompt_build(&cm, "generate", images, n_images, prompt, &ip);
+        if (irc) {
+            ds_vision_free(cm.vision);
+            cm.vision = NULL;
+            ds_cli_model_close(&cm);
+            ds_grammar_unref(grammar);
+            return irc;
+        }
+        toks.ids = ip.tokens, toks.n = (size_t)ip.n;
+        ip.tokens = NULL; /* freed as toks.ids */
+    } else if (ds_tokenizer_encode(cm.tok, prompt, strlen(prompt), 1, &toks, &e) != DS_OK) {
         fprintf(stderr, "deltaserve generate: %s\n", e.msg);
         free(toks.ids);
         ds_cli_model_close(&cm);
@@ -111,6 +136,9 @@ int ds_cmd_generate(int argc, char **argv) {
     if (toks.n == 0 || ds_cli_model_reserve(&cm, "generate", (int)toks.n + (int)n_gen + 1)) {
         if (toks.n == 0) fprintf(stderr, "deltaserve generate: the prompt encodes to no tokens\n");
         free(toks.ids);
+        ds_cli_image_prompt_free(&ip);
+        ds_vision_free(cm.vision);
+        cm.vision = NULL;
         ds_cli_model_close(&cm);
         return toks.n == 0 ? 2 : 1;
     }
@@ -118,6 +146,9 @@ int ds_cmd_generate(int argc, char **argv) {
         fprintf(stderr, "deltaserve generate: the prompt has %zu tokens, the model's context is %d\n", toks.n,
                 cm.max_tokens);
         free(toks.ids);
+        ds_cli_image_prompt_free(&ip);
+        ds_vision_free(cm.vision);
+        cm.vision = NULL;
         ds_cli_model_close(&cm);
         return 1;
     }
@@ -152,7 +183,8 @@ int ds_cmd_generate(int argc, char **argv) {
     memcpy(hist, toks.ids, toks.n * sizeof *hist);
     int n_hist = (int)toks.n;
     double t0 = ds_now();
-    if (ds_cli_model_run(&cm, toks.ids, (int)toks.n, 0, 0, logits, &e) != DS_OK) {
+    ds_cli_image_inputs im = {.rope_pos = ip.rope, .embd = ip.embd, .n_deepstack = ip.n_deepstack};
+    if (ds_cli_model_run_ex(&cm, toks.ids, (int)toks.n, 0, n_images ? &im : NULL, 0, logits, &e) != DS_OK) {
         fprintf(stderr, "deltaserve generate: %s\n", e.msg);
         goto out;
     }
@@ -182,7 +214,11 @@ int ds_cmd_generate(int argc, char **argv) {
         }
         fwrite(text, 1, len, stdout);
         fflush(stdout);
-        if (produced + 1 < n_gen && ds_cli_model_run(&cm, &next, 1, n_hist - 1, 0, logits, &e) != DS_OK) {
+        /* past an image, position p turns by p + delta on every axis */
+        int32_t rope[3] = {n_hist - 1 + ip.delta, n_hist - 1 + ip.delta, n_hist - 1 + ip.delta};
+        ds_cli_image_inputs dec_im = {.rope_pos = rope};
+        if (produced + 1 < n_gen &&
+            ds_cli_model_run_ex(&cm, &next, 1, n_hist - 1, n_images ? &dec_im : NULL, 0, logits, &e) != DS_OK) {
             fprintf(stderr, "\ndeltaserve generate: %s\n", e.msg);
             goto out;
         }
@@ -214,6 +250,9 @@ out:
     free(logits);
     free(hist);
     free(toks.ids);
+    ds_cli_image_prompt_free(&ip);
+    ds_vision_free(cm.vision); /* bound by ds_cli_image_prompt_build */
+    cm.vision = NULL;
     ds_cli_model_close(&cm);
     return rc;
 }

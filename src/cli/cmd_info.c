@@ -72,18 +72,55 @@ static void print_info(const ds_model_file *m) {
     printf("\n");
 }
 
+typedef struct {
+    const ds_vision_file *v;
+    int64_t params;
+} vparams;
+
+static void count_vision(const ds_tensor_spec *s, void *arg) {
+    vparams *c = arg;
+    if (ds_vision_tensor(c->v, s->name)) c->params += s->ne[0] * s->ne[1] * s->ne[2] * s->ne[3];
+}
+
+static void print_vision(const ds_vision_file *v) {
+    const ds_vision_config *vc = ds_vision_config_of(v);
+    vparams c = {v, 0};
+    ds_vision_for_each_spec(vc, count_vision, &c);
+    int64_t bytes = 0;
+    for (int i = 0; i < ds_vision_n_tensors(v); i++) bytes += (int64_t)ds_tensor_bytes(ds_vision_tensor_at(v, i));
+    char a[32], b[32];
+    human(a, sizeof a, (double)c.params, "");
+    human(b, sizeof b, (double)bytes, "B");
+    int side = 1;
+    while (side * side < vc->n_pos) side++;
+    printf("vision tower   %s\n", ds_vision_path(v));
+    printf("  blocks       %d, width %d, %d heads of %d, FFN %d (GELU)\n", vc->n_layer, vc->n_embd, vc->n_head,
+           vc->n_embd / vc->n_head, vc->n_ff);
+    printf("  patches      %dx%d pixels, %d frames, merged %dx%d into %d-wide tokens; positions %dx%d\n",
+           vc->patch_size, vc->patch_size, vc->temporal_patch, vc->merge, vc->merge, vc->out_embd, side, side);
+    printf("  deepstack    ");
+    for (int k = 0; k < vc->n_deepstack; k++) printf("%s%d", k ? ", " : "after blocks ", vc->deepstack_layers[k]);
+    printf("%s\n", vc->n_deepstack ? "" : "none");
+    printf("  images       %lld..%lld pixels, mean %g/%g/%g, std %g/%g/%g\n", (long long)vc->min_pixels,
+           (long long)vc->max_pixels, (double)vc->image_mean[0], (double)vc->image_mean[1], (double)vc->image_mean[2],
+           (double)vc->image_std[0], (double)vc->image_std[1], (double)vc->image_std[2]);
+    printf("  parameters   %lld (%s), %s in memory\n", (long long)c.params, a, b);
+}
+
 int ds_cmd_info(int argc, char **argv) {
     const char *path = NULL, *v;
     ds_load_options lo = {0};
     int r;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
-            printf("usage: deltaserve info -m PATH [--mtp-model PATH] [--fp8-as T]   (a GGUF file or a Hugging Face "
-                   "directory)\n" DS_CLI_LOAD_USAGE);
+            printf("usage: deltaserve info -m PATH [--mtp-model PATH] [--fp8-as T] [--mmproj PATH] [--no-mmproj]   (a "
+                   "GGUF file or a Hugging Face directory)\n" DS_CLI_LOAD_USAGE);
             return 0;
+        } else if (ds_cli_load_flag(argv[i], &lo)) {
+            continue;
         } else if (!strcmp(argv[i], "-m") || !strcmp(argv[i], "--model")) {
             if (!(path = ds_arg_value(argc, argv, &i))) return 2;
-        } else if (!strcmp(argv[i], "--mtp-model") || !strcmp(argv[i], "--fp8-as")) {
+        } else if (!strcmp(argv[i], "--mtp-model") || !strcmp(argv[i], "--fp8-as") || !strcmp(argv[i], "--mmproj")) {
             const char *a = argv[i];
             if (!(v = ds_arg_value(argc, argv, &i))) return 2;
             if ((r = ds_cli_load_arg("info", a, v, &lo)) < 0) return 2;
@@ -102,7 +139,14 @@ int ds_cmd_info(int argc, char **argv) {
         fprintf(stderr, "deltaserve info: %s\n", e.msg);
         return 1;
     }
+    ds_vision_file *vf;
+    if (ds_cli_open_vision("info", path, m, &lo, &vf)) {
+        ds_model_close(m);
+        return 1;
+    }
     print_info(m);
+    if (vf) print_vision(vf);
+    ds_vision_close(vf);
     ds_model_close(m);
     return 0;
 }

@@ -50,7 +50,7 @@ static void usage(FILE *f) {
             "                      tokens, for testing and measuring speculative decoding\n"
             "  --threads N         quantise on N threads (default: one per core); the file is the same for any N\n"
             "  --mmproj PATH       also write the shape's vision tower (random, the real shapes) as llama.cpp's\n"
-            "                      mmproj GGUF file PATH (projector qwen3vl)\n"
+            "                      mmproj GGUF file PATH (projector qwen3vl_merger)\n"
             "  --vision            safetensors: put the vision tower in the directory (model.visual.*)\n"
             "  --vision-layers N   the tower's block count (default: the shape's)\n"
             "  --deepstack LIST    DeepStack mergers after these blocks, e.g. 0,1 (Qwen3-VL style; default:\n"

@@ -43,10 +43,7 @@ static void usage(FILE *f) {
             "  --allowed-headers L    CORS: headers a preflight allows (default: those it asks for)\n"
             "  --version              print the version and build, and exit\n"
             DS_CLI_LOAD_USAGE
-            "images (README: Images):\n"
-            "  --mmproj PATH          the vision tower (llama.cpp's mmproj GGUF, or a Hugging Face\n"
-            "                         directory); default: an mmproj*.gguf beside the model, if any\n"
-            "  --no-mmproj            serve without a vision tower (images get a 400)\n"
+            "images (README: Images; the tower: --mmproj / --no-mmproj above):\n"
             "  --vision-memory X      MiB images being encoded hold at once (default 1024)\n"
             "  --max-image-pixels N   a decoded image's width x height, at most (default 16777216)\n"
             "  --max-image-mb X       an image file's size in MiB, at most (default 20)\n"
@@ -222,7 +219,6 @@ int ds_cmd_serve(int argc, char **argv) {
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) { usage(stdout); return 0; }
         if (!strcmp(a, "--version")) { ds_version_print(stdout); return 0; }
         if (!strcmp(a, "--no-prefix-cache")) { c.engine.prefix_cache = 0; continue; }
-        if (!strcmp(a, "--no-mmproj")) { c.load.no_mmproj = 1; continue; }
         if (a[0] != '-') {   /* the model, as `vllm serve MODEL` takes it */
             if (c.model_path) {
                 fprintf(stderr, "deltaserve serve: '%s': the model is already '%s'\n", a, c.model_path);
@@ -233,6 +229,7 @@ int ds_cmd_serve(int argc, char **argv) {
         }
         int hf = ds_cli_hub_option(&hub, argc, argv, &i);
         if (hf) { if (hf < 0) return 2; continue; }
+        if (ds_cli_load_flag(a, &c.load)) continue;
         if (!(v = ds_arg_value(argc, argv, &i))) return 2;
         if (!strcmp(a, "-m") || !strcmp(a, "--model")) {
             if (c.model_path) {
@@ -302,7 +299,6 @@ int ds_cmd_serve(int argc, char **argv) {
         else if (!strcmp(a, "--fault-at-token")) { if (ds_arg_int(a, v, 0, 1L << 30, &n)) return 2; c.fault_at_token = (int)n; }
         else if (!strcmp(a, "--fault-every")) { if (ds_arg_int(a, v, 0, 1L << 30, &n)) return 2; c.fault_every = (int)n; }
         else if (!strcmp(a, "--fault-phase")) { if (fault_phase(a, v, &c.fault_phase)) return 2; }
-        else if (!strcmp(a, "--mmproj")) c.load.mmproj_path = v;
         else if (!strcmp(a, "--vision-memory")) { if (mib(a, v, 1e-6, &c.vision_bytes)) return 2; }
         else if (!strcmp(a, "--max-image-pixels")) { if (ds_arg_int(a, v, 1, 1L << 40, &n)) return 2; c.max_image_pixels = n; }
         else if (!strcmp(a, "--max-image-mb")) { if (mib(a, v, 1e-6, &c.max_image_bytes)) return 2; }

@@ -10,6 +10,7 @@ int ds_cmd_generate(int argc, char **argv);
 int ds_cmd_grammar(int argc, char **argv);
 int ds_cmd_perplexity(int argc, char **argv);
 int ds_cmd_logits(int argc, char **argv);
+int ds_cmd_vision(int argc, char **argv);
 int ds_cmd_bench(int argc, char **argv);
 int ds_cmd_chat_template(int argc, char **argv);
 int ds_cmd_serve(int argc, char **argv);

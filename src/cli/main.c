@@ -17,6 +17,7 @@ static const struct {
     {"generate", ds_cmd_generate, "complete one prompt, streaming the text"},
     {"grammar", ds_cmd_grammar, "the GBNF grammar of a JSON Schema or a regex; check a text against a grammar"},
     {"logits", ds_cmd_logits, "raw logits and hidden states of a token list, as F32 files (for parity checks)"},
+    {"vision", ds_cmd_vision, "the vision tower's output rows for given image patches, as an F32 file (for parity checks)"},
     {"perplexity", ds_cmd_perplexity, "perplexity of a text file, as llama.cpp's llama-perplexity computes it"},
     {"bench", ds_cmd_bench, "prefill and decode speed, batched decode, memory and bandwidth (like llama-bench)"},
     {"chat-template", ds_cmd_chat_template, "render chat requests with a model's chat template (Jinja)"},

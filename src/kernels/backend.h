@@ -60,10 +60,16 @@ typedef struct {
     int n_kv_heads, head_dim;
 } ds_kv_view;
 
-/* Per token of an attention call: where its sequence's pages are and its position. */
+/* Per token of an attention call: where its sequence's pages are, its
+ * position (its KV slot and how far it sees), and its rotation. rope_axis
+ * NULL: every rotated pair turns by pos (1-D RoPE); otherwise pair i turns
+ * by rope_pos[rope_axis[i]] (M-RoPE: axis 0 T, 1 H, 2 W), with the same
+ * angle computation, so a text token (T = H = W = pos) gets the same bits. */
 typedef struct {
     const int32_t *pages;
     int32_t pos;
+    int32_t rope_pos[3];
+    const uint8_t *rope_axis; /* [rope_dim / 2] */
 } ds_attn_row;
 
 /* Gated DeltaNet geometry and per-layer constants. */
@@ -141,6 +147,20 @@ typedef struct ds_backend_ops {
      * mixed [n][C] (overwritten), ab [n][2Hv] (beta in, gates out), z [n][Hv*Dv], o [n][Hv*Dv] */
     void (*deltanet)(ds_backend *be, const ds_gdn_layer *L, const ds_gdn_seq *seqs, int n_seqs, float *mixed, float *ab,
                      const float *z, float *o, const float *norm_w, float eps, int chunk);
+    /* vision tower: y[i] = layernorm(x[i]) * w + b for n rows of d, rows ld apart; y may be x */
+    void (*layernorm)(ds_backend *be, float *y, const float *x, const float *w, const float *b, int n, int d, int ld,
+                      float eps);
+    /* y[i] = act(y[i] + bias) over n rows of d, rows ld apart (bias NULL: none; act DS_ACT_*, ops.h) */
+    void (*bias_act)(ds_backend *be, float *y, const float *bias, int n, int d, int ld, int act);
+    /* vision tower: full (non-causal) attention over one image's n patches.
+     * qkv [n][3][nh][hd] (biases added): q and k are turned in place by each
+     * patch's rotary table rot [n][hd] (ops.h ds_rope_half: cos then sin);
+     * out [n][nh*hd] = softmax(q k^T / sqrt(hd)) v per head. Works in tiles
+     * of patches: scratch (a buffer of vit_attention_floats floats) holds
+     * K^T and V by head and per-thread tiles, never an n x n matrix. */
+    size_t (*vit_attention_floats)(ds_backend *be, int n, int nh, int hd);
+    void (*vit_attention)(ds_backend *be, float *out, float *qkv, const float *rot, int n, int nh, int hd,
+                          float *scratch);
     /* Advances a state (conv window, recurrent state) by the first n tokens of
      * a VERIFY call, from their records rec[0..n-1] (see ds_gdn_seq.snap) */
     void (*deltanet_commit)(ds_backend *be, const ds_gdn_layer *L, float *conv_state, float *state, float *const *rec,

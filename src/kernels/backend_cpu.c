@@ -21,10 +21,11 @@
 
 /* DS_PROFILE=1: wall time per operation, printed to stderr when the backend
  * is freed. */
-enum { P_MM_F, P_MM_BF16, P_MM_Q8, P_MM_Q4K, P_MM_Q6K, P_MM_GB, P_MM_OTHER, P_ATT, P_GDN, P_GDN_COMMIT, P_ELEM, P_COUNT };
+enum { P_MM_F, P_MM_BF16, P_MM_Q8, P_MM_Q4K, P_MM_Q6K, P_MM_GB, P_MM_OTHER, P_ATT, P_GDN, P_GDN_COMMIT, P_ELEM, P_VIT,
+       P_COUNT };
 static const char *prof_names[P_COUNT] = {"matmul f32/f16", "matmul bf16",  "matmul q8_0",     "matmul q4_k",
                                           "matmul q6_k",    "matmul gblock", "matmul other",   "attention",
-                                          "deltanet",       "deltanet commit", "elementwise"};
+                                          "deltanet",       "deltanet commit", "elementwise", "vit attention"};
 static double prof_now(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -112,6 +113,22 @@ static ds_status widen_nvfp4(ds_bweight *w, ds_err *e) {
     return DS_OK;
 }
 
+static void cpu_weight_free(ds_backend *be, ds_bweight *w);
+static int64_t scratch_width(const cpu_backend *cb) { return cb->max_cols > 0 ? (cb->max_cols + 31) / 32 * 32 : 32; }
+
+/* Quantised and BF16 activations of reserved_rows rows of the widest weight. */
+static ds_status alloc_act_scratch(cpu_backend *cb, ds_err *e) {
+    int64_t K = scratch_width(cb);
+    free(cb->xq_buf);
+    free(cb->xb);
+    cb->xq_buf = alloc_aligned(ds_xq_bytes(cb->reserved_rows, K));
+    cb->xb = alloc_aligned((size_t)cb->reserved_rows * (size_t)K * 2);
+    if (!cb->xq_buf || !cb->xb) return ds_fail(e, DS_ENOMEM, "backend: cannot allocate scratch");
+    ds_xq_init(&cb->xq, cb->xq_buf, cb->reserved_rows, K);
+    cb->reserved_width = K;
+    return DS_OK;
+}
+
 static ds_status cpu_weight_new(ds_backend *be, const ds_mat *src, int flags, ds_bweight **out, ds_err *e) {
     cpu_backend *cb = (cpu_backend *)be;
     *out = NULL;
@@ -149,7 +166,19 @@ static ds_status cpu_weight_new(ds_backend *be, const ds_mat *src, int flags, ds
         /* the GGUF blocks are no longer read: give their pages back */
         release_pages(src->data, ds_dtype_row_bytes(src->type, src->cols) * (size_t)src->rows);
     }
-    if ((flags & DS_W_MATMUL) && src->cols > cb->max_cols) cb->max_cols = src->cols;
+    if ((flags & DS_W_MATMUL) && src->cols > cb->max_cols) {
+        cb->max_cols = src->cols;
+        /* a wider weight bound after reserve (the vision tower's, beside a
+         * text model): the activation scratch grows to its width now, so
+         * that the product calls still allocate nothing */
+        if (cb->xq_buf && scratch_width(cb) > cb->reserved_width) {
+            ds_status s = alloc_act_scratch(cb, e);
+            if (s) {
+                cpu_weight_free(be, w);
+                return s;
+            }
+        }
+    }
     *out = w;
     return DS_OK;
 }
@@ -190,22 +219,15 @@ static ds_status cpu_reserve(ds_backend *be, const ds_be_limits *lim, ds_err *e)
     cb->lim = *lim;
     int rows = lim->max_rows > 0 ? lim->max_rows : 1;
     if (lim->max_group_rows > rows) rows = lim->max_group_rows;
-    int64_t K = cb->max_cols > 0 ? (cb->max_cols + 31) / 32 * 32 : 32;
-    free(cb->xq_buf);
-    free(cb->xb);
     free(cb->scratch);
     free(cb->att_blocks);
     cb->att_blocks = alloc_aligned(((size_t)rows + 1) * sizeof(int32_t));
-    cb->xq_buf = alloc_aligned(ds_xq_bytes(rows, K));
-    cb->xb = alloc_aligned((size_t)rows * (size_t)K * 2);
     size_t a = ds_cpu_attention_scratch(lim), d = ds_cpu_deltanet_scratch(cb->k, lim);
     cb->scratch_floats = ((a > d ? a : d) + 15) / 16 * 16 + 16;
     cb->scratch = alloc_aligned(cb->scratch_floats * sizeof(float) * (size_t)cb->nth);
-    if (!cb->xq_buf || !cb->xb || !cb->scratch || !cb->att_blocks)
-        return ds_fail(e, DS_ENOMEM, "backend: cannot allocate scratch");
-    ds_xq_init(&cb->xq, cb->xq_buf, rows, K);
+    if (!cb->scratch || !cb->att_blocks) return ds_fail(e, DS_ENOMEM, "backend: cannot allocate scratch");
     cb->reserved_rows = rows;
-    return DS_OK;
+    return alloc_act_scratch(cb, e);
 }
 
 /* ------------------------------------------------------------------------ */
@@ -397,8 +419,8 @@ static void cpu_get_rows(ds_backend *be, float *y, const ds_bweight *w, const in
 typedef struct {
     const ds_kern *k;
     float *y, *x, *u;
-    const float *c, *w;
-    int n, d, ld;
+    const float *c, *w, *b;
+    int n, d, ld, act;
     float eps;
 } rows_job;
 
@@ -460,6 +482,51 @@ static void cpu_swiglu(ds_backend *be, float *a, const float *b, int n, int d, i
     if (worth_threads(cb, (int64_t)n * d)) ds_pool_run(cb->pool, swiglu_worker, &j);
     else swiglu_worker(&j, 0, 1);
     if (cb->profile) cb->prof_s[P_ELEM] += prof_now() - t0, cb->prof_n[P_ELEM]++;
+}
+
+static void layernorm_worker(void *ctx, int ith, int nth) {
+    rows_job *j = ctx;
+    int64_t lo, hi;
+    cpu_split(j->n, ith, nth, &lo, &hi);
+    for (int64_t i = lo; i < hi; i++) ds_layernorm(j->y + i * j->ld, j->c + i * j->ld, j->w, j->b, j->d, j->eps);
+}
+
+static void cpu_layernorm(ds_backend *be, float *y, const float *x, const float *w, const float *b, int n, int d, int ld,
+                          float eps) {
+    cpu_backend *cb = (cpu_backend *)be;
+    double t0 = cb->profile ? prof_now() : 0;
+    rows_job j = {.y = y, .c = x, .w = w, .b = b, .n = n, .d = d, .ld = ld, .eps = eps};
+    if (worth_threads(cb, (int64_t)n * d)) ds_pool_run(cb->pool, layernorm_worker, &j);
+    else layernorm_worker(&j, 0, 1);
+    if (cb->profile) cb->prof_s[P_ELEM] += prof_now() - t0, cb->prof_n[P_ELEM]++;
+}
+
+static void bias_act_worker(void *ctx, int ith, int nth) {
+    rows_job *j = ctx;
+    int64_t lo, hi;
+    cpu_split(j->n, ith, nth, &lo, &hi);
+    for (int64_t i = lo; i < hi; i++) j->k->bias_act(j->y + i * j->ld, j->b, j->d, j->act);
+}
+
+static void cpu_bias_act(ds_backend *be, float *y, const float *bias, int n, int d, int ld, int act) {
+    cpu_backend *cb = (cpu_backend *)be;
+    double t0 = cb->profile ? prof_now() : 0;
+    rows_job j = {.k = cb->k, .y = y, .b = bias, .n = n, .d = d, .ld = ld, .act = act};
+    if (worth_threads(cb, (int64_t)n * d)) ds_pool_run(cb->pool, bias_act_worker, &j);
+    else bias_act_worker(&j, 0, 1);
+    if (cb->profile) cb->prof_s[P_ELEM] += prof_now() - t0, cb->prof_n[P_ELEM]++;
+}
+
+static size_t cpu_vit_attention_floats(ds_backend *be, int n, int nh, int hd) {
+    return ds_cpu_vit_attention_floats(be, n, nh, hd);
+}
+
+static void cpu_vit_attention(ds_backend *be, float *out, float *qkv, const float *rot, int n, int nh, int hd,
+                              float *scratch) {
+    cpu_backend *cb = (cpu_backend *)be;
+    double t0 = cb->profile ? prof_now() : 0;
+    ds_cpu_vit_attention(be, out, qkv, rot, n, nh, hd, scratch);
+    if (cb->profile) cb->prof_s[P_VIT] += prof_now() - t0, cb->prof_n[P_VIT]++;
 }
 
 /* ------------------------------------------------------------------------ */
@@ -597,6 +664,10 @@ static const ds_backend_ops cpu_ops = {
     .attention = prof_attention,
     .deltanet = prof_deltanet,
     .deltanet_commit = prof_deltanet_commit,
+    .layernorm = cpu_layernorm,
+    .bias_act = cpu_bias_act,
+    .vit_attention_floats = cpu_vit_attention_floats,
+    .vit_attention = cpu_vit_attention,
 };
 
 ds_status ds_backend_cpu_new(int n_threads, ds_backend **out, ds_err *e) {

@@ -27,6 +27,7 @@ typedef struct {
     int64_t max_cols;    /* widest weight uploaded */
     ds_be_limits lim;
     int reserved_rows;
+    int64_t reserved_width; /* columns of the activation scratch */
     void *xq_buf;        /* quantised activations: reserved_rows x max_cols */
     ds_xq xq;
     uint16_t *xb;        /* BF16 activations */
@@ -54,6 +55,9 @@ size_t ds_cpu_deltanet_scratch(const ds_kern *k, const ds_be_limits *lim);
 void ds_cpu_attention(ds_backend *be, float *out, float *q, float *k, const float *v, int n, const ds_attn_row *rows,
                       const ds_kv_view *kv, int nh, int gated, const float *q_norm, const float *k_norm, float eps,
                       int rope_dim, float rope_theta);
+size_t ds_cpu_vit_attention_floats(ds_backend *be, int n, int nh, int hd);
+void ds_cpu_vit_attention(ds_backend *be, float *out, float *qkv, const float *rot, int n, int nh, int hd,
+                          float *scratch);
 void ds_cpu_deltanet(ds_backend *be, const ds_gdn_layer *L, const ds_gdn_seq *seqs, int n_seqs, float *mixed, float *ab,
                      const float *z, float *o, const float *norm_w, float eps, int chunk);
 

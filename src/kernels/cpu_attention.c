@@ -1,6 +1,7 @@
 /* cpu_attention.c - gated softmax attention over paged KV for the CPU backend
- * (docs/model.md §3.4): per-head q/k RMSNorm and partial NeoX RoPE, K and V written to
- * their page slots, then attention by blocks and the sigmoid output gate.
+ * (docs/model.md §3.4): per-head q/k RMSNorm and partial NeoX RoPE (1-D, or
+ * M-RoPE with a position per pair's axis), K and V written to their page
+ * slots, then attention by blocks and the sigmoid output gate.
  *
  * Blocks: up to QB consecutive tokens of one sequence and the query heads
  * that share one KV head (GQA) form the rows of a query block; keys come in
@@ -47,9 +48,11 @@ typedef struct {
     _Alignas(64) atomic_int next;
 } att_job;
 
-/* cos/sin of every rotated pair at position pos, as ds_rope_neox computes them */
-static void rope_table(float *c, float *s, int rope_dim, int pos, float theta) {
+/* cos/sin of every rotated pair at the row's position (M-RoPE: the position
+ * of the pair's axis), as ds_rope_neox computes them */
+static void rope_table(float *c, float *s, int rope_dim, const ds_attn_row *r, float theta) {
     for (int i = 0; i < rope_dim / 2; i++) {
+        int pos = r->rope_axis ? r->rope_pos[r->rope_axis[i]] : r->pos;
         double angle = (double)pos * pow((double)theta, -2.0 * i / rope_dim);
         c[i] = (float)cos(angle);
         s[i] = (float)sin(angle);
@@ -77,7 +80,7 @@ static void prep_tokens(att_job *j, int64_t lo, int64_t hi, float *tab) {
     float *c = tab, *s = tab + j->rope_dim / 2;
     for (int64_t i = lo; i < hi; i++) {
         const ds_attn_row *r = &j->rows[i];
-        rope_table(c, s, j->rope_dim, r->pos, j->rope_theta);
+        rope_table(c, s, j->rope_dim, r, j->rope_theta);
         float *q = j->q + i * qw, *k = j->k + i * kvw;
         for (int h = 0; h < j->nh; h++) {
             float *qh = q + (size_t)h * qstride;

@@ -173,6 +173,8 @@ typedef struct {
     void (*scale)(float *y, float a, int64_t n);                  /* y *= a */
     void (*silu_mul)(float *a, const float *b, int64_t n);        /* a = silu(a) * b (b NULL: 1) */
     float (*exp_sum)(float *x, float m, int64_t n);               /* x = exp(x - m); returns the sum */
+    float (*max)(const float *x, int64_t n);                      /* the largest of x (n > 0; no NaN) */
+    void (*bias_act)(float *y, const float *b, int64_t n, int act); /* y = act(y + b) (b NULL: 0; DS_ACT_*) */
     void (*mul_add)(float *acc, const float *a, const float *b, int64_t n, int init); /* acc = (init ? 0 : acc) + a b */
     /* C[M][N] += alpha A[M][K] B[K][N], row-major; each element a chain of
      * products over K in order (its value never depends on M or N); the

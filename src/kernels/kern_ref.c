@@ -434,6 +434,19 @@ static void vsilu_mul(float *a, const float *b, int64_t n) {
     for (int64_t i = 0; i < n; i++) a[i] = ds_silu(a[i]) * (b ? b[i] : 1.0f);
 }
 
+static float vmax(const float *x, int64_t n) {
+    float m = x[0];
+    for (int64_t i = 1; i < n; i++) m = x[i] > m ? x[i] : m;
+    return m;
+}
+
+static void vbias_act(float *y, const float *b, int64_t n, int act) {
+    for (int64_t i = 0; i < n; i++) {
+        float v = y[i] + (b ? b[i] : 0.0f);
+        y[i] = act == DS_ACT_GELU_TANH ? ds_gelu_tanh(v) : act == DS_ACT_GELU_ERF ? ds_gelu_erf(v) : v;
+    }
+}
+
 static void vmul_add(float *acc, const float *a, const float *b, int64_t n, int init) {
     for (int64_t i = 0; i < n; i++) acc[i] = (init ? 0.0f : acc[i]) + a[i] * b[i];
 }
@@ -466,6 +479,8 @@ const ds_kern ds_kern_ref = {
     .scale = vscale,
     .silu_mul = vsilu_mul,
     .exp_sum = vexp_sum,
+    .bias_act = vbias_act,
+    .max = vmax,
     .mul_add = vmul_add,
     .gemm_acc = vgemm_acc,
     .vw = 1,

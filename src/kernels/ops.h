@@ -35,4 +35,23 @@ static inline float ds_softplus(float x) { return x > 20.0f ? x : log1pf(expf(x)
 
 float ds_dot(const float *a, const float *b, int64_t n);
 
+/* y = (x - mean(x)) / sqrt(var(x) + eps) * w + b (LayerNorm; w, b NULL: 1, 0).
+ * Mean, then the variance of x - mean, each summed in order. y may be x. */
+void ds_layernorm(float *y, const float *x, const float *w, const float *b, int64_t n, float eps);
+
+/* GELU in its two forms: the tanh approximation (PyTorch's approximate="tanh",
+ * HF's gelu_pytorch_tanh) and the exact one over erf (nn.GELU()). */
+/* Activations of the backend's bias_act. */
+enum { DS_ACT_NONE = 0, DS_ACT_GELU_TANH = 1, DS_ACT_GELU_ERF = 2 };
+
+static inline float ds_gelu_tanh(float x) {
+    return 0.5f * x * (1.0f + tanhf(0.7978845608028654f * (x + 0.044715f * x * x * x)));
+}
+static inline float ds_gelu_erf(float x) { return 0.5f * x * (1.0f + erff(x * 0.7071067811865476f)); }
+
+/* Rotate-half rotary embedding of one head of hd dims: for j < hd/2,
+ * (x[j], x[j+hd/2]) turned by the angle whose cos and sin are cs[j] and
+ * cs[hd/2 + j]. */
+void ds_rope_half(float *x, const float *cs, int hd);
+
 #endif

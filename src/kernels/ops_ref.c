@@ -63,3 +63,21 @@ void ds_rope_neox(float *x, int rope_dim, int pos, float theta) {
         x[i + half] = b * c + a * s;
     }
 }
+
+void ds_layernorm(float *y, const float *x, const float *w, const float *b, int64_t n, float eps) {
+    float sum = 0.0f;
+    for (int64_t i = 0; i < n; i++) sum += x[i];
+    float mean = sum / (float)n, ss = 0.0f;
+    for (int64_t i = 0; i < n; i++) ss += (x[i] - mean) * (x[i] - mean);
+    float scale = 1.0f / sqrtf(ss / (float)n + eps);
+    for (int64_t i = 0; i < n; i++) y[i] = (x[i] - mean) * scale * (w ? w[i] : 1.0f) + (b ? b[i] : 0.0f);
+}
+
+void ds_rope_half(float *x, const float *cs, int hd) {
+    int half = hd / 2;
+    for (int j = 0; j < half; j++) {
+        float c = cs[j], s = cs[half + j], a = x[j], b = x[j + half];
+        x[j] = a * c - b * s;
+        x[j + half] = b * c + a * s;
+    }
+}

@@ -40,6 +40,28 @@ static ds_status arch_f32(kv_reader *r, const char *suffix, float def, float *ou
     return s;
 }
 
+/* M-RoPE sections: "<arch>.rope.dimension_sections" holds [T, H, W, extra] in
+ * frequency slots (llama.cpp writes [11, 11, 10, 0] for qwen35 and qwen35moe,
+ * which it rotates interleaved); absent: plain 1-D RoPE, and no image input. */
+static ds_status read_mrope(kv_reader *r, ds_model_config *c) {
+    char key[128];
+    snprintf(key, sizeof key, "%s.rope.dimension_sections", r->arch);
+    const ds_gguf_kv *kv = ds_gguf_find(r->g, key);
+    if (!kv) return DS_OK;
+    if (kv->type != DS_GGUF_ARRAY || kv->arr_len < 3 || kv->arr_len > 4)
+        return ds_fail(r->e, DS_ECORRUPT, "%s: key '%s' is not an array of 3 or 4 integers", r->g->path, key);
+    int64_t v[4] = {0};
+    ds_status s = ds_gguf_arr_ints(r->g, kv, v, r->e);
+    if (s) return s;
+    for (int i = 0; i < 4; i++)
+        if (v[i] < 0 || v[i] > 4096 || (i == 3 && v[i] != 0))
+            return ds_fail(r->e, DS_ECORRUPT, "%s: key '%s'[%d] = %lld is out of range (the extra section must be 0)",
+                           r->g->path, key, i, (long long)v[i]);
+    for (int i = 0; i < 3; i++) c->mrope_sections[i] = (int)v[i];
+    c->mrope_interleaved = 1;
+    return DS_OK;
+}
+
 static ds_status read_config(ds_model_file *m, ds_err *e) {
     const ds_gguf *g = &m->gguf;
     ds_model_config *c = &m->cfg;
@@ -64,6 +86,7 @@ static ds_status read_config(ds_model_file *m, ds_err *e) {
     if ((s = arch_u32(&r, "attention.key_length", c->n_embd / c->n_head, &key_length))) return s;
     c->head_dim = key_length;
     if ((s = arch_u32(&r, "rope.dimension_count", c->head_dim, &c->rope_dim))) return s;
+    if (c->arch != DS_ARCH_QWEN3 && (s = read_mrope(&r, c))) return s;
     if (c->n_mtp >= block_count)
         return ds_fail(e, DS_ECORRUPT, "%s: %s.nextn_predict_layers (%d) must be below block_count (%d)", g->path,
                        r.arch, c->n_mtp, block_count);

@@ -112,6 +112,38 @@ static ds_status read_rope(cfg_reader *r, ds_model_config *c) {
     if (!(f > 0 && f <= 1))
         return ds_fail(r->e, DS_ECORRUPT, "%s: field 'partial_rotary_factor' is %g, not in (0, 1]", r->path, (double)f);
     c->rope_dim = (int)lroundf((float)c->head_dim * f);
+    if (c->arch == DS_ARCH_QWEN3) return DS_OK;
+    /* M-RoPE: rope_parameters (or, in older exports, rope_scaling) has
+     * mrope_section [T, H, W] and mrope_interleaved (Qwen3-VL and Qwen3.5
+     * rotate interleaved: the default); no mrope_section: 1-D RoPE only */
+    const json_t *sec = params ? json_object_get(params, "mrope_section") : NULL;
+    const json_t *inter = params ? json_object_get(params, "mrope_interleaved") : NULL;
+    const char *where = "rope_parameters";
+    if (!sec) {
+        const json_t *scaling;
+        if ((s = field(r, "rope_scaling", &scaling))) return s;
+        if (scaling && json_is_object(scaling)) {
+            sec = json_object_get(scaling, "mrope_section");
+            inter = json_object_get(scaling, "mrope_interleaved");
+            where = "rope_scaling";
+        }
+    }
+    if (!sec || json_is_null(sec)) return DS_OK;
+    if (!json_is_array(sec) || json_array_size(sec) != 3)
+        return ds_fail(r->e, DS_ECORRUPT, "%s: field '%s.mrope_section' is not a list of 3 integers", r->path, where);
+    for (int i = 0; i < 3; i++) {
+        uint64_t u;
+        if (ds_json_uint(json_array_get(sec, (size_t)i), 4096, &u) != 0)
+            return ds_fail(r->e, DS_ECORRUPT, "%s: field '%s.mrope_section'[%d] is not an integer in 0..4096", r->path,
+                           where, i);
+        c->mrope_sections[i] = (int)u;
+    }
+    c->mrope_interleaved = 1;
+    if (inter && !json_is_null(inter)) {
+        if (!json_is_boolean(inter))
+            return ds_fail(r->e, DS_ECORRUPT, "%s: field '%s.mrope_interleaved' is not a boolean", r->path, where);
+        c->mrope_interleaved = json_is_true(inter);
+    }
     return DS_OK;
 }
 
@@ -286,7 +318,7 @@ static ds_status read_chat_template(ds_model_file *m, const char *dir, ds_err *e
 
 /* --- shards --- */
 
-static ds_status open_shards(ds_model_file *m, const char *dir, ds_err *e) {
+ds_status ds_model_open_shards(ds_model_file *m, const char *dir, ds_err *e) {
     char path[4096];
     snprintf(path, sizeof path, "%s/model.safetensors.index.json", dir);
     json_t *index;
@@ -679,7 +711,7 @@ ds_status ds_model_load_hf(ds_model_file *m, const char *dir, ds_err *e) {
     int fp8 = 0;
     ds_status s = read_config(m, dir, &fp8, e);
     if (s) return s;
-    if ((s = open_shards(m, dir, e))) return s;
+    if ((s = ds_model_open_shards(m, dir, e))) return s;
     mapper mp = {.m = m, .e = e, .fp8 = fp8};
     uint64_t fp8_elems = 0;
     for (int i = 0; i < m->n_shards; i++)

@@ -34,6 +34,9 @@ ds_status ds_model_tensor_to_f32(ds_model_file *m, ds_tensor *t, ds_err *e);
 
 ds_status ds_model_load_gguf(ds_model_file *m, ds_err *e);
 ds_status ds_model_load_hf(ds_model_file *m, const char *dir, ds_err *e);
+/* Opens the safetensors file of a Hugging Face directory, or the shards its
+ * model.safetensors.index.json names, into m->shards (also for the vision tower). */
+ds_status ds_model_open_shards(ds_model_file *m, const char *dir, ds_err *e);
 /* Opens the GGUF file at path as m's MTP head (mtp_file.c): checks that the
  * two belong together and adds the head's block to m's tensor table. */
 ds_status ds_model_attach_mtp(ds_model_file *m, const char *path, ds_err *e);

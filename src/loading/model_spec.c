@@ -162,6 +162,10 @@ ds_status ds_model_config_check(const ds_model_config *c, const char *path, int 
     if (c->rope_dim <= 0 || c->rope_dim > c->head_dim || c->rope_dim % 2)
         return ds_fail(e, DS_ECORRUPT, "%s: rotary dimension %d does not fit head_dim %d", path, c->rope_dim,
                        c->head_dim);
+    int sec = c->mrope_sections[0] + c->mrope_sections[1] + c->mrope_sections[2];
+    if (sec && sec != c->rope_dim / 2) /* every rotated pair takes its angle from one axis */
+        return ds_fail(e, DS_ECORRUPT, "%s: M-RoPE sections [%d, %d, %d] do not add up to the %d rotated pairs", path,
+                       c->mrope_sections[0], c->mrope_sections[1], c->mrope_sections[2], c->rope_dim / 2);
     if (!(c->rms_eps > 0 && c->rms_eps < 1))
         return ds_fail(e, DS_ECORRUPT, "%s: rms_norm_eps %g is out of range", path, (double)c->rms_eps);
     if (!(c->rope_theta > 0))

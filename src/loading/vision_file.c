@@ -124,10 +124,10 @@ ds_status ds_vision_config_check(const ds_vision_config *vc, const char *path, c
         if (!(vc->image_std[c] > 0) || !isfinite(vc->image_std[c]))
             return BAD(DS_VF_STD, "[%d] = %g is not positive", path, names[DS_VF_STD], c, (double)vc->image_std[c]);
     }
-    int64_t unit = (int64_t)vc->patch_size * vc->merge;
-    if (vc->min_pixels < unit * unit || vc->min_pixels > vc->max_pixels || vc->max_pixels > ((int64_t)1 << 34))
-        return BAD(DS_VF_PIXELS, "= %lld..%lld is not a pixel range from %lld up", path, names[DS_VF_PIXELS],
-                   (long long)vc->min_pixels, (long long)vc->max_pixels, (long long)(unit * unit));
+    /* (smart resize never goes below one merged patch, whatever min_pixels says) */
+    if (vc->min_pixels < 1 || vc->min_pixels > vc->max_pixels || vc->max_pixels > ((int64_t)1 << 34))
+        return BAD(DS_VF_PIXELS, "= %lld..%lld is not a pixel range", path, names[DS_VF_PIXELS],
+                   (long long)vc->min_pixels, (long long)vc->max_pixels);
 #undef BAD
     return DS_OK;
 }
@@ -148,13 +148,23 @@ static void fmt_shape(char *buf, size_t n, int n_dims, const int64_t *ne) {
     if (off < n) snprintf(buf + off, n - off, "]");
 }
 
+/* How a Hugging Face checkpoint calls tensor s, for messages ("" for GGUF). */
+static void hf_alias(const ds_vision_file *v, const char *name, char *buf, size_t n) {
+    char hf[160];
+    *buf = 0;
+    if (v->m->format == DS_FORMAT_SAFETENSORS && ds_vision_hf_name(&v->cfg, name, hf, sizeof hf) >= 0)
+        snprintf(buf, n, " (model.visual.%s)", hf);
+}
+
 static void validate_one(const ds_tensor_spec *s, void *arg) {
     validate_ctx *c = arg;
     ds_model_file *m = c->v->m;
     if (c->status) return;
+    char alias[200];
+    hf_alias(c->v, s->name, alias, sizeof alias);
     ds_tensor *t = (ds_tensor *)ds_model_tensor(m, s->name);
     if (!t) {
-        c->status = ds_fail(c->e, DS_ENOTFOUND, "%s: tensor '%s' is missing", m->path, s->name);
+        c->status = ds_fail(c->e, DS_ENOTFOUND, "%s: tensor '%s'%s is missing", m->path, s->name, alias);
         return;
     }
     c->n_seen++;
@@ -164,8 +174,8 @@ static void validate_one(const ds_tensor_spec *s, void *arg) {
         char got[96], want[96];
         fmt_shape(got, sizeof got, t->n_dims, t->ne);
         fmt_shape(want, sizeof want, s->n_dims, s->ne);
-        c->status = ds_fail(c->e, DS_ECORRUPT, "%s: tensor '%s' has shape %s, the config implies %s", m->path, s->name,
-                            got, want);
+        c->status = ds_fail(c->e, DS_ECORRUPT, "%s: tensor '%s'%s has shape %s, the config implies %s", m->path,
+                            s->name, alias, got, want);
         return;
     }
     t->n_dims = s->n_dims;
@@ -355,7 +365,8 @@ int ds_vision_find(const char *model_path, char *out, size_t out_size) {
         else snprintf(cfg, sizeof cfg, "%s", model_path);
         if (!ds_vision_hf_has_config(cfg)) return 0;
         if (S_ISDIR(st.st_mode)) return snprintf(out, out_size, "%s", model_path) < (int)out_size;
-        size_t n = strlen(model_path) - strlen("config.json");
+        size_t n = strlen(model_path) - strlen("config.json"); /* the directory, its slash left out */
+        if (n > 1) n--;
         return snprintf(out, out_size, "%.*s", (int)(n ? n : 1), n ? model_path : ".") < (int)out_size;
     }
     char dir[4096];

@@ -29,6 +29,12 @@ ds_status ds_vision_validate(ds_vision_file *v, ds_err *e);
 
 ds_status ds_vision_load_gguf(ds_vision_file *v, ds_err *e);
 ds_status ds_vision_load_hf(ds_vision_file *v, const char *dir, ds_err *e);
+/* How a canonical (mmproj) tensor is stored in a Hugging Face checkpoint. */
+enum { DS_VH_PLAIN, DS_VH_PATCH0, DS_VH_PATCH1 }; /* PATCHt: frame t of the Conv3D [D, 3, 2, P, P] */
+/* Writes the name after "model.visual." of canonical tensor `name` of a
+ * tower with config vc; returns its DS_VH_* form, or -1 for a name that is
+ * not the tower's. Shared by the loader and make-model. */
+int ds_vision_hf_name(const ds_vision_config *vc, const char *name, char *hf, size_t n);
 /* 1 when the config.json at path has a vision_config object. */
 int ds_vision_hf_has_config(const char *config_json);
 

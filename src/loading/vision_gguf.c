@@ -1,4 +1,4 @@
-/* vision_gguf.c - llama.cpp's mmproj GGUF (projector type qwen3vl) as a
+/* vision_gguf.c - llama.cpp's mmproj GGUF (projector type qwen3vl_merger) as a
  * ds_vision_file. The converter (Qwen3VLVisionModel) writes the keys read
  * here under clip.* and the tensors under the names vision_file.h lists, in
  * the canonical form already: they are used in place. */
@@ -99,8 +99,8 @@ static ds_status read_config(const ds_gguf *g, ds_vision_config *vc, ds_err *e) 
                            g->path);
         return s;
     }
-    if (!ds_str_eq(str, "qwen3vl"))
-        return ds_fail(e, DS_EUNSUPPORTED, "%s: key '%s' is '%.*s'; the Qwen3-VL / Qwen3.5 tower (qwen3vl) is the only "
+    if (!ds_str_eq(str, "qwen3vl_merger"))
+        return ds_fail(e, DS_EUNSUPPORTED, "%s: key '%s' is '%.*s'; the Qwen3-VL / Qwen3.5 tower (qwen3vl_merger) is the only "
                        "one deltaserve runs", g->path, proj_key, (int)(str.len < 64 ? str.len : 64), str.ptr);
     bool flag;
     if ((s = ds_gguf_get_bool(g, "clip.has_vision_encoder", &flag, e))) return s;
@@ -137,7 +137,7 @@ static ds_status read_config(const ds_gguf *g, ds_vision_config *vc, ds_err *e) 
     if (n_head_kv != vc->n_head)
         return ds_fail(e, DS_EUNSUPPORTED, "%s: key 'clip.vision.attention.head_count_kv' = %d, not head_count %d: the "
                        "qwen3vl tower has no grouped-query attention", g->path, n_head_kv, vc->n_head);
-    if (head_dim * vc->n_head != vc->n_embd)
+    if (ds_gguf_find(g, "clip.vision.attention.head_dim") && head_dim * vc->n_head != vc->n_embd)
         return ds_fail(e, DS_ECORRUPT, "%s: key 'clip.vision.attention.head_dim' = %d, but %d heads of it are not the "
                        "width %d", g->path, head_dim, vc->n_head, vc->n_embd);
     /* llama.cpp bounds Qwen-VL images by token count; these keys, when a file

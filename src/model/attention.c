@@ -1,6 +1,7 @@
 /* attention.c - gated softmax attention over paged KV (docs/model.md §3.4): the q/k/v
  * projections, then the backend's attention op (per-head q/k RMSNorm, partial
- * NeoX RoPE, K and V written to each token's page slot, GQA softmax over
+ * NeoX RoPE, by the M-RoPE position of each pair's axis when the batch has
+ * them, K and V written to each token's page slot, GQA softmax over
  * positions 0..pos of the token's own sequence, sigmoid output gate in
  * Qwen3.5), then the output projection. Every token's K and V are written
  * before any token attends, so a token sees positions of earlier calls and of
@@ -17,7 +18,12 @@ void ds_attention(ds_model *m, const ds_layer *L, int kv_layer, ds_kv_pool *kv, 
     ds_be_matmul(m->be, qkv, 3, u, H, n);
     for (int i = 0; i < n; i++) {
         const ds_batch_token *t = &b->tokens[i];
-        w->att_rows[i] = (ds_attn_row){.pages = b->seqs[t->seq].pages, .pos = t->pos};
+        ds_attn_row *r = &w->att_rows[i];
+        *r = (ds_attn_row){.pages = b->seqs[t->seq].pages, .pos = t->pos};
+        if (b->rope_pos) { /* M-RoPE (the batch check made sure the model has it) */
+            for (int a = 0; a < 3; a++) r->rope_pos[a] = b->rope_pos[3 * (size_t)i + a];
+            r->rope_axis = m->rope_axis;
+        }
     }
     ds_kv_view view = {.k = ds_kv_k(kv, 0, kv_layer, 0), .v = ds_kv_v(kv, 0, kv_layer, 0),
                        .page_stride = kv->page_floats, .page_size = kv->page_size, .n_kv_heads = nkv, .head_dim = hd};

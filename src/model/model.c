@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "loading/vision_file.h"
 #include "model/model_int.h"
 
 static const ds_tensor *tensor(const ds_model_file *f, int layer, const char *suffix) {
@@ -275,6 +276,20 @@ ds_status ds_model_new(const ds_model_file *file, const ds_model_params *params,
         m->hnorm = vec_of(m, tensor(file, c->n_layer, "nextn.hnorm.weight"));
         m->head_norm = vec_of(m, tensor(file, c->n_layer, "nextn.shared_head_norm.weight"));
     }
+    if (!s && c->mrope_sections[0] + c->mrope_sections[1] + c->mrope_sections[2] > 0) {
+        /* which position turns each rotated pair: interleaved as Hugging Face's
+         * apply_interleaved_mrope (pair i % 3 == 1: H and i % 3 == 2: W while
+         * i < 3 x their section, T elsewhere), else contiguous sections */
+        int half = c->rope_dim / 2;
+        const int *sec = c->mrope_sections;
+        m->rope_axis = buf(m, (size_t)half, &s, e);
+        for (int i = 0; !s && i < half; i++) {
+            if (c->mrope_interleaved)
+                m->rope_axis[i] = i % 3 == 1 && i < 3 * sec[1] ? 1 : i % 3 == 2 && i < 3 * sec[2] ? 2 : 0;
+            else
+                m->rope_axis[i] = i < sec[0] ? 0 : i < sec[0] + sec[1] ? 1 : 2;
+        }
+    }
     if (!s && m->vec_status) s = ds_fail(e, DS_ENOMEM, "model: out of memory");
     if (!s) { /* loading read the tensors' pages; compute needs none of them resident */
         uintptr_t lo = UINTPTR_MAX, hi = 0;
@@ -332,12 +347,36 @@ double ds_model_draft_cost(const ds_model *m) {
     return decode > 0 ? ((double)st.n_params_mtp + head) / decode : 0.0;
 }
 
+/* Image inputs: M-RoPE positions only for a model that has M-RoPE, each in
+ * 0..max_positions-1; an image row (embd) only with M-RoPE positions, since
+ * an image's tokens are placed by their (t, h, w) and never by pos alone;
+ * DeepStack parts for at most the model's layers. */
+static ds_status check_image_inputs(const ds_model *m, const ds_batch *b, ds_err *e) {
+    if (b->n_deepstack < 0 || b->n_deepstack > DS_MAX_DEEPSTACK || b->n_deepstack > m->cfg.n_layer)
+        return ds_fail(e, DS_EINVAL, "batch: %d DeepStack parts (0..%d allowed)", b->n_deepstack,
+                       DS_MAX_DEEPSTACK < m->cfg.n_layer ? DS_MAX_DEEPSTACK : m->cfg.n_layer);
+    if (b->rope_pos && !m->rope_axis)
+        return ds_fail(e, DS_EINVAL, "batch: M-RoPE positions for %s, which has no M-RoPE sections",
+                       ds_model_path(m->file));
+    for (int i = 0; b->rope_pos && i < b->n_tokens; i++)
+        for (int a = 0; a < 3; a++) {
+            int32_t p = b->rope_pos[3 * (size_t)i + a];
+            if (p < 0 || p >= m->max_positions)
+                return ds_fail(e, DS_EINVAL, "batch row %d: M-RoPE position %d (axis %c) is outside 0..%d", i, p,
+                               "THW"[a], m->max_positions - 1);
+        }
+    for (int i = 0; b->embd && i < b->n_tokens; i++)
+        if (b->embd[i] && !b->rope_pos)
+            return ds_fail(e, DS_EINVAL, "batch row %d: an image embedding without M-RoPE positions", i);
+    return DS_OK;
+}
+
 ds_status ds_batch_check(const ds_model *m, const ds_kv_pool *kv, const ds_state_pool *st, const ds_batch *b,
                          int needs_state, ds_err *e) {
     if (b->n_tokens < 0 || b->n_tokens > m->params.max_batch_tokens)
         return ds_fail(e, DS_EINVAL, "batch: %d tokens (1..%d allowed)", b->n_tokens, m->params.max_batch_tokens);
-    if (b->rope_pos || b->embd || b->n_deepstack)
-        return ds_fail(e, DS_EUNSUPPORTED, "batch: image inputs (M-RoPE positions, image embeddings) are not built yet");
+    ds_status img = check_image_inputs(m, b, e);
+    if (img) return img;
     int last_seq = -1;
     for (int i = 0; i < b->n_tokens; i++) {
         const ds_batch_token *t = &b->tokens[i];
@@ -388,9 +427,47 @@ ds_status ds_batch_check(const ds_model *m, const ds_kv_pool *kv, const ds_state
     return DS_OK;
 }
 
+/* The end of the run of image rows from row i0 whose embd pointers lie ld
+ * floats apart (one image's rows, as the tower writes them): one copy each. */
+static int embd_run(const ds_batch *b, int i0, size_t ld) {
+    int i = i0 + 1;
+    while (i < b->n_tokens && b->embd[i] && b->embd[i] == b->embd[i - 1] + ld) i++;
+    return i;
+}
+
 void ds_embed_rows(ds_model *m, const ds_batch *b, float *x) {
+    int H = m->cfg.n_embd;
     for (int i = 0; i < b->n_tokens; i++) m->ws.ids[i] = b->tokens[i].token;
     m->be->ops->get_rows(m->be, x, m->tok_embd, m->ws.ids, b->n_tokens);
+    if (!b->embd) return;
+    size_t ld = (size_t)H * (size_t)(1 + b->n_deepstack);
+    for (int i0 = 0, i1; i0 < b->n_tokens; i0 = i1) {
+        if (!b->embd[i0]) {
+            i1 = i0 + 1;
+            continue;
+        }
+        i1 = embd_run(b, i0, ld);
+        m->be->ops->gather_rows(m->be, x + (size_t)i0 * H, H, b->embd[i0], (int)ld, NULL, i1 - i0, H);
+    }
+}
+
+/* DeepStack (Qwen3-VL): after decoder layer k, each image row's k-th part is
+ * added to its hidden state (Hugging Face's _deepstack_process); text rows
+ * are left untouched. */
+static void add_deepstack(ds_model *m, const ds_batch *b, int k) {
+    int H = m->cfg.n_embd;
+    size_t ld = (size_t)H * (size_t)(1 + b->n_deepstack);
+    float *x = m->ws.x, *y = m->ws.y;
+    for (int i0 = 0, i1; i0 < b->n_tokens; i0 = i1) {
+        if (!b->embd[i0]) {
+            i1 = i0 + 1;
+            continue;
+        }
+        i1 = embd_run(b, i0, ld);
+        m->be->ops->gather_rows(m->be, y + (size_t)i0 * H, H, b->embd[i0] + (size_t)H * (size_t)(1 + k), (int)ld, NULL,
+                                i1 - i0, H);
+        m->be->ops->add_rmsnorm(m->be, x + (size_t)i0 * H, y + (size_t)i0 * H, NULL, NULL, i1 - i0, H, m->cfg.rms_eps);
+    }
 }
 
 void ds_decoder_layer(ds_model *m, const ds_layer *L, int kv_layer, ds_kv_pool *kv, ds_state_pool *st,
@@ -464,7 +541,9 @@ void ds_model_slice(ds_model *m, const ds_batch *b, int s0, int s1, ds_batch *ou
         w->slice_toks[i - s0].seq = n_seqs - 1;
     }
     *out = (ds_batch){.tokens = w->slice_toks, .n_tokens = s1 - s0, .seqs = w->slice_seqs, .n_seqs = n_seqs,
-                      .logits = b->logits, .hidden = b->hidden, .records = b->records};
+                      .logits = b->logits, .hidden = b->hidden, .records = b->records,
+                      .rope_pos = b->rope_pos ? b->rope_pos + 3 * (size_t)s0 : NULL,
+                      .embd = b->embd ? b->embd + s0 : NULL, .n_deepstack = b->n_deepstack};
 }
 
 static void forward_slice(ds_model *m, ds_kv_pool *kv, ds_state_pool *st, const ds_batch *b) {
@@ -472,6 +551,7 @@ static void forward_slice(ds_model *m, ds_kv_pool *kv, ds_state_pool *st, const 
     for (int i = 0; i < m->cfg.n_layer; i++) {
         const ds_layer *L = &m->layers[i];
         ds_decoder_layer(m, L, L->cache_index, kv, st, b);
+        if (i < b->n_deepstack && b->embd) add_deepstack(m, b, i);
     }
     ds_model_outputs(m, b, m->output_norm);
 }

@@ -64,11 +64,19 @@ typedef struct {
     ds_state_pool *records; /* where verify_slots point: a record pool, or NULL for slots of the state pool */
     /* Images (all NULL / 0 for text). rope_pos[i] is token i's M-RoPE position
      * (t, h, w): for text the same number on all three axes, which after an
-     * image is smaller than pos (mrope.h); NULL: pos on every axis. embd[i],
-     * when not NULL, is token i's input in place of the embedding of its
-     * token id: an image row of n_embd * (1 + n_deepstack) floats (vision.h)
-     * whose k-th DeepStack part is added to the hidden state after layer k.
-     * The MTP head takes embd too, for the token it reads at each row. */
+     * image is smaller than pos (mrope.h); NULL: pos on every axis (a text
+     * row gives the same bits either way). Only for a model with M-RoPE
+     * sections; each in 0..max positions-1. pos still places the token: its
+     * KV slot and the positions it attends to. embd[i], when not NULL, is
+     * token i's input in place of the embedding of its token id: an image row
+     * of n_embd * (1 + n_deepstack) floats (vision.h) whose k-th DeepStack
+     * part (floats n_embd * (1 + k) on) is added to the hidden state after
+     * layer k (Qwen3-VL; Qwen3.5 has none). An image row needs rope_pos (an
+     * image is never placed by pos alone); n_deepstack is 0..DS_MAX_DEEPSTACK
+     * and at most n_layer. The MTP head takes embd and rope_pos too: its row
+     * at position t reads token t+1, so embd[i] is token t+1's image row (as
+     * vLLM's drafter reads the image embedding one position ahead) and
+     * rope_pos[i] position t's; it adds no DeepStack parts. */
     const int32_t *rope_pos;     /* [n_tokens][3] */
     const float *const *embd;    /* [n_tokens] */
     int n_deepstack;

@@ -89,6 +89,7 @@ struct ds_model {
     int n_attn, n_gdn;
     int conv_dim, key_dim, value_dim;
     int max_positions;          /* longest sequence attention may span */
+    uint8_t *rope_axis;         /* M-RoPE: [rope_dim / 2] axis of each rotated pair; NULL: 1-D RoPE */
     int ub;                     /* tokens per slice: min(max_batch_tokens, DS_UBATCH) */
     ds_bweight **owned;         /* every uploaded weight, freed with the model */
     int n_owned, cap_owned;

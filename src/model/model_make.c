@@ -20,6 +20,7 @@
 #include "loading/gguf_writer.h"
 #include "loading/hf_names.h"
 #include "loading/model_shapes.h"
+#include "loading/vision_file_int.h"
 #include "model/model_make_policy.h"
 #include "model/model_make_vision.h"
 #include "tokenizer/default_chat_template.h"
@@ -239,6 +240,8 @@ typedef struct {
     uint64_t total_elems;
     float mtp_beta;             /* --mtp-agree perturbation */
     ds_vision_config vision;    /* --mmproj / --vision: the tower */
+    ds_tensor_spec *vspecs;     /* --vision: its tensors, for the Hugging Face directory */
+    int n_vspecs;
 } maker;
 
 static int64_t spec_elems(const ds_tensor_spec *s) { return s->ne[0] * s->ne[1] * s->ne[2]; }
@@ -281,10 +284,16 @@ static ds_status setup(maker *mk, ds_err *e) {
         fprintf(stderr, "make-model: MTP head agrees with the model on %.0f%% of sampled tokens (asked %.0f%%)\n",
                 100.0 * agree, 100.0 * o->mtp_agree);
     for (int i = 0; i < mk->specs.n; i++) mk->total_elems += (uint64_t)spec_elems(&mk->specs.specs[i]);
-    if (o->vision && o->format == DS_FORMAT_GGUF)
+    if (o->vision && o->format == DS_FORMAT_GGUF && !o->mmproj_out)
         return ds_fail(e, DS_EINVAL, "--vision: a GGUF model's tower is a file of its own (--mmproj PATH)");
-    if (o->vision) return ds_fail(e, DS_EUNSUPPORTED, "--vision: Hugging Face towers are not written yet");
+    if (o->vision && (mk->cfg.arch == DS_ARCH_QWEN3 || o->hf_flat))
+        return ds_fail(e, DS_EINVAL, "--vision: a text-only layout (%s) has no vision tower",
+                       o->hf_flat ? "--hf-flat" : "qwen3");
     if ((o->mmproj_out || o->vision) && (s = ds_make_vision_config(o, &mk->cfg, &mk->vision, e))) return s;
+    if (o->vision) {
+        if ((s = ds_make_vision_specs(&mk->vision, &mk->vspecs, &mk->n_vspecs, e))) return s;
+        for (int i = 0; i < mk->n_vspecs; i++) mk->total_elems += (uint64_t)ds_make_vision_elems(&mk->vspecs[i]);
+    }
     return DS_OK;
 }
 
@@ -325,9 +334,10 @@ static void write_gguf_metadata(maker *mk, ds_gguf_writer *w, int part) {
     ds_gguf_writer_f32(w, KEY("rope.freq_base"), c->rope_theta);
     if (c->arch != DS_ARCH_QWEN3) {
         ds_gguf_writer_u32(w, KEY("rope.dimension_count"), (uint32_t)c->rope_dim);
-        /* M-RoPE sections (T, H, W) in frequency slots; for text all three are the token index */
-        int half = c->rope_dim / 2, t = (half * 11 + 31) / 32, h = (half * 11) / 32;
-        int32_t sections[4] = {t, h, half - t - h, 0};
+        /* M-RoPE sections (T, H, W) in frequency slots, rotated interleaved (pair i % 3: T, H, W):
+         * each axis gets every slot of its residue, [11, 11, 10] for 32 pairs as the real models */
+        int half = c->rope_dim / 2;
+        int32_t sections[4] = {(half + 2) / 3, (half + 1) / 3, half / 3, 0};
         ds_gguf_writer_arr_i32(w, KEY("rope.dimension_sections"), sections, 4);
         ds_gguf_writer_u32(w, KEY("ssm.conv_kernel"), (uint32_t)c->conv_kernel);
         ds_gguf_writer_u32(w, KEY("ssm.state_size"), (uint32_t)c->lin_k_dim);
@@ -397,10 +407,11 @@ static ds_status write_gguf(maker *mk, const char *path, int part, ds_err *e) {
 typedef struct {
     char name[160];
     int spec, spec_up;   /* spec_up: the up half of a fused gate_up tensor, else -1 */
+    int vspec;           /* a vision tensor: its index in maker.vspecs (spec is then -1), else -1 */
     int expert;          /* -1: every matrix of the spec; e: expert e of a split stack */
     ds_dtype type;
     int n_dims;
-    int64_t shape[4];    /* PyTorch order */
+    int64_t shape[5];    /* PyTorch order (the Conv3D patch embedding has 5) */
     uint64_t nbytes, begin;
     int shard;
     int fp8;             /* --dtype fp8: 1 an F8_E4M3 weight, 2 its block scales (fp8.h) */
@@ -421,6 +432,7 @@ static hf_entry *hf_push(hf_list *l) {
     hf_entry *en = &l->v[l->n++];
     memset(en, 0, sizeof *en);
     en->spec_up = -1;
+    en->vspec = -1;
     en->expert = -1;
     return en;
 }
@@ -503,6 +515,29 @@ static ds_status plan_hf(maker *mk, hf_list *l, ds_dtype type, ds_err *e) {
             en->shape[1] *= 2;
         }
     }
+    for (int i = 0; i < mk->n_vspecs; i++) {
+        const ds_tensor_spec *s = &mk->vspecs[i];
+        char hf[128];
+        int form = ds_vision_hf_name(&mk->vision, s->name, hf, sizeof hf);
+        if (form < 0) return ds_fail(e, DS_EINVAL, "no Hugging Face name for tensor '%s'", s->name);
+        if (form == DS_VH_PATCH1) continue; /* written with frame 0, as one Conv3D weight */
+        hf_entry *en = hf_push(l);
+        if (!en) return ds_fail(e, DS_ENOMEM, "out of memory");
+        snprintf(en->name, sizeof en->name, "model.visual.%s", hf);
+        en->spec = -1;
+        en->vspec = i;
+        en->type = type;
+        en->n_dims = s->n_dims;
+        for (int d = 0; d < s->n_dims; d++) en->shape[d] = s->ne[s->n_dims - 1 - d];
+        if (form == DS_VH_PATCH0) { /* [D, 3, 2, P, P] */
+            en->n_dims = 5;
+            en->shape[0] = s->ne[3];
+            en->shape[1] = 3;
+            en->shape[2] = 2;
+            en->shape[3] = s->ne[1];
+            en->shape[4] = s->ne[0];
+        }
+    }
     return DS_OK;
 }
 
@@ -512,6 +547,7 @@ static ds_status plan_hf(maker *mk, hf_list *l, ds_dtype type, ds_err *e) {
 static ds_status plan_fp8(maker *mk, hf_list *l, ds_err *e) {
     int n0 = l->n;
     for (int i = 0; i < n0; i++) {
+        if (l->v[i].vspec >= 0) continue; /* the tower stays in BF16 */
         const ds_tensor_spec *s = &mk->specs.specs[l->v[i].spec];
         if (s->kind != DS_TK_MATRIX || !strcmp(s->name, "output.weight") || ends_with(s->name, "ffn_gate_inp.weight"))
             continue;
@@ -556,6 +592,37 @@ static int write_fp8_entry(maker *mk, const hf_entry *en, FILE *f) {
     free(vals);
     free(scales);
     free(q);
+    return bad;
+}
+
+/* One tensor of the tower: make-model's values (model_make_vision.c), the
+ * two frames of the patch embedding interleaved into the Conv3D weight. */
+static int write_vision_entry(maker *mk, const hf_entry *en, FILE *f) {
+    const ds_tensor_spec *s = &mk->vspecs[en->vspec];
+    int64_t n = ds_make_vision_elems(s);
+    int patch = en->n_dims == 5;
+    int64_t total = patch ? 2 * n : n;
+    float *vals = malloc((size_t)total * sizeof *vals), *conv = patch ? malloc((size_t)total * sizeof *conv) : NULL;
+    uint8_t *out = malloc((size_t)total * sizeof(float));
+    int bad = !vals || !out || (patch && !conv) ? 2 : 0;
+    if (!bad) {
+        ds_make_vision_values(&mk->vision, s, mk->o->seed, mk->o->scale, vals);
+        if (patch) { /* frame t of [D, 3, 2, P, P] is GGUF's v.patch_embd.weight(.1) */
+            ds_tensor_spec s1 = *s;
+            snprintf(s1.name, sizeof s1.name, "v.patch_embd.weight.1");
+            ds_make_vision_values(&mk->vision, &s1, mk->o->seed, mk->o->scale, vals + n);
+            int64_t per = s->ne[0] * s->ne[1];
+            for (int64_t dc = 0; dc < n / per; dc++)
+                for (int t = 0; t < 2; t++) memcpy(conv + (dc * 2 + t) * per, vals + t * n + dc * per, (size_t)per * sizeof *conv);
+        }
+        ds_quantize_row(en->type, patch ? conv : vals, out, total);
+        size_t bytes = ds_dtype_row_bytes(en->type, total);
+        bad = fwrite(out, 1, bytes, f) != bytes;
+        ds_progress_add(&mk->progress, (uint64_t)total);
+    }
+    free(vals);
+    free(conv);
+    free(out);
     return bad;
 }
 
@@ -664,10 +731,33 @@ static ds_status write_hf_config(maker *mk, ds_err *e) {
         set(rope, "rope_type", json_string("default"), &bad);
         set(rope, "rope_theta", number(c->rope_theta), &bad);
         set(rope, "partial_rotary_factor", number((double)c->rope_dim / c->head_dim), &bad);
-        int half = c->rope_dim / 2, ts = (half * 11 + 31) / 32, hs = (half * 11) / 32;
-        int sections[3] = {ts, hs, half - ts - hs};
+        int half = c->rope_dim / 2; /* as the GGUF's rope.dimension_sections */
+        int sections[3] = {(half + 2) / 3, (half + 1) / 3, half / 3};
         set(rope, "mrope_section", int_array(sections, 3), &bad);
         set(rope, "mrope_interleaved", json_boolean(1), &bad);
+    }
+    if (mk->o->vision) {
+        const ds_vision_config *vc = &mk->vision;
+        json_t *v = set(root, "vision_config", json_object(), &bad);
+        set(v, "model_type", json_string(c->arch == DS_ARCH_QWEN35MOE ? "qwen3_5_moe" : "qwen3_5"), &bad);
+        set(v, "depth", number(vc->n_layer), &bad);
+        set(v, "hidden_size", number(vc->n_embd), &bad);
+        set(v, "hidden_act", json_string("gelu_pytorch_tanh"), &bad);
+        set(v, "intermediate_size", number(vc->n_ff), &bad);
+        set(v, "num_heads", number(vc->n_head), &bad);
+        set(v, "in_channels", number(3), &bad);
+        set(v, "patch_size", number(vc->patch_size), &bad);
+        set(v, "spatial_merge_size", number(vc->merge), &bad);
+        set(v, "temporal_patch_size", number(vc->temporal_patch), &bad);
+        set(v, "out_hidden_size", number(vc->out_embd), &bad);
+        set(v, "num_position_embeddings", number(vc->n_pos), &bad);
+        set(v, "deepstack_visual_indexes", int_array(vc->deepstack_layers, vc->n_deepstack), &bad);
+        set(v, "initializer_range", number(0.02), &bad);
+        int id;
+        if ((id = ds_vocab_find(&mk->vocab, "<|image_pad|>")) >= 0) set(root, "image_token_id", number(id), &bad);
+        if ((id = ds_vocab_find(&mk->vocab, "<|video_pad|>")) >= 0) set(root, "video_token_id", number(id), &bad);
+        if ((id = ds_vocab_find(&mk->vocab, "<|vision_start|>")) >= 0) set(root, "vision_start_token_id", number(id), &bad);
+        if ((id = ds_vocab_find(&mk->vocab, "<|vision_end|>")) >= 0) set(root, "vision_end_token_id", number(id), &bad);
     }
     if (mk->vocab.eot_id >= 0) set(t, "eos_token_id", number(mk->vocab.eot_id), &bad);
     if (mk->vocab.pad_id >= 0) set(t, "pad_token_id", number(mk->vocab.pad_id), &bad);
@@ -695,6 +785,24 @@ static ds_status write_hf_config(maker *mk, ds_err *e) {
     }
     ds_status s = write_json(mk->o->out, "config.json", root, bad, 17, e);
     if (s) return s;
+    if (mk->o->vision) { /* what the image processor reads (and llama.cpp's converter, for mean and std) */
+        const ds_vision_config *vc = &mk->vision;
+        json_t *pp = json_object();
+        bad = 0;
+        json_t *mean = set(pp, "image_mean", json_array(), &bad), *std = set(pp, "image_std", json_array(), &bad);
+        for (int i = 0; i < 3; i++) {
+            append(mean, json_real(vc->image_mean[i]), &bad);
+            append(std, json_real(vc->image_std[i]), &bad);
+        }
+        json_t *size = set(pp, "size", json_object(), &bad);
+        set(size, "longest_edge", number((double)vc->max_pixels), &bad);
+        set(size, "shortest_edge", number((double)vc->min_pixels), &bad);
+        set(pp, "patch_size", number(vc->patch_size), &bad);
+        set(pp, "temporal_patch_size", number(vc->temporal_patch), &bad);
+        set(pp, "merge_size", number(vc->merge), &bad);
+        set(pp, "image_processor_type", json_string("Qwen2VLImageProcessorFast"), &bad);
+        if ((s = write_json(mk->o->out, "preprocessor_config.json", pp, bad, 15, e))) return s;
+    }
 
     json_t *gen = json_object();
     bad = 0;
@@ -779,6 +887,10 @@ static ds_status write_shard(maker *mk, hf_list *l, int shard, int n_shards, ds_
         if (en->shard != shard) continue;
         if (en->fp8) {
             bad = write_fp8_entry(mk, en, f);
+            continue;
+        }
+        if (en->vspec >= 0) {
+            bad = write_vision_entry(mk, en, f);
             continue;
         }
         const ds_tensor_spec *s = &mk->specs.specs[en->spec];
@@ -882,6 +994,7 @@ ds_status ds_make_model(const ds_make_options *o, ds_err *e) {
     }
     ds_vocab_free(&mk.vocab);
     free(mk.specs.specs);
+    free(mk.vspecs);
     free(mk.types);
     ds_type_overrides_free(mk.ov);
     ds_pool_free(mk.pool);

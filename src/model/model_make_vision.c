@@ -137,7 +137,7 @@ ds_status ds_make_vision_gguf(const ds_make_options *o, const ds_vision_config *
     snprintf(name, sizeof name, "deltaserve %s vision seed %llu", o->shape, (unsigned long long)o->seed);
     ds_gguf_writer_str(w, "general.name", name);
     ds_gguf_writer_u32(w, "general.file_type", ds_file_type_find(dtype)->ftype);
-    ds_gguf_writer_str(w, "clip.projector_type", "qwen3vl");
+    ds_gguf_writer_str(w, "clip.projector_type", "qwen3vl_merger");
     ds_gguf_writer_bool(w, "clip.has_vision_encoder", 1);
     ds_gguf_writer_bool(w, "clip.use_gelu", 1);
     ds_gguf_writer_u32(w, "clip.vision.projection_dim", (uint32_t)vc->out_embd);

@@ -24,6 +24,8 @@ ssm_a = -exp(A_log), the conv weight is [channels, kernel], MoE experts are
     read_gguf(path), read_safetensors(path), read_hf_dir(path)
                                  # the file-level readers
     quantize_q8_0(x)             # ggml's reference Q8_0 quantiser (bytes)
+    write_gguf(path, kv, tensors)
+                                 # a GGUF v3 file from metadata and (name, type, array) tensors
 """
 
 import json
@@ -205,6 +207,51 @@ def padded(n, alignment):
     return (n + alignment - 1) // alignment * alignment
 
 
+def _gguf_value(t, v, elem=None):
+    if t == STRING:
+        b = v.encode()
+        return struct.pack("<Q", len(b)) + b
+    if t == ARRAY:
+        return struct.pack("<IQ", elem, len(v)) + b"".join(_gguf_value(elem, x) for x in v)
+    return np.array([v], dtype=_SCALAR[t]).tobytes()
+
+
+def tensor_bytes(type_name, a):
+    """a (float, numpy order) stored as one of f32, f16, bf16, q8_0."""
+    a = np.ascontiguousarray(a, dtype=np.float32)
+    if type_name == "f32":
+        return a.tobytes()
+    if type_name == "f16":
+        return a.astype(np.float16).tobytes()
+    if type_name == "bf16":
+        u = a.view(np.uint32).astype(np.uint64)
+        return ((u + 0x7FFF + ((u >> 16) & 1)) >> 16).astype(np.uint16).tobytes()
+    if type_name == "q8_0":
+        return quantize_q8_0(a)
+    raise ValueError(f"cannot write {type_name}")
+
+
+def write_gguf(path, kv, tensors, alignment=32):
+    """kv: [(key, type, value[, elem type])]; tensors: [(name, type name, float array in numpy
+    order)]: ggml's ne is the array's shape reversed."""
+    ids = {v[0]: k for k, v in GGML_TYPES.items()}
+    head = GGUF_MAGIC + struct.pack("<IQQ", 3, len(tensors), len(kv))
+    for item in kv:
+        key = item[0].encode()
+        head += struct.pack("<Q", len(key)) + key + struct.pack("<I", item[1]) + _gguf_value(*item[1:])
+    blobs, off = [], 0
+    for name, tname, a in tensors:
+        data = tensor_bytes(tname, a)
+        nb = name.encode()
+        ne = list(reversed(a.shape))
+        head += struct.pack("<Q", len(nb)) + nb + struct.pack("<I", len(ne)) + struct.pack(f"<{len(ne)}Q", *ne)
+        head += struct.pack("<IQ", ids[tname], off)
+        blobs.append(data + bytes(padded(len(data), alignment) - len(data)))
+        off += len(blobs[-1])
+    with open(path, "wb") as f:
+        f.write(head + bytes(padded(len(head), alignment) - len(head)) + b"".join(blobs))
+
+
 # --------------------------------------------------------------------------------------------
 # safetensors
 
@@ -329,12 +376,14 @@ def read_hf_dir(path):
 CONFIG_FIELDS = ["arch", "n_layer", "n_embd", "n_vocab", "n_ctx_train", "rms_eps", "n_head", "n_head_kv",
                  "head_dim", "rope_dim", "rope_theta", "n_ff", "n_expert", "n_expert_used", "n_ff_exp",
                  "n_ff_shexp", "lin_k_heads", "lin_v_heads", "lin_k_dim", "lin_v_dim", "conv_kernel",
-                 "layer_full", "n_mtp", "tied_embeddings"]
+                 "layer_full", "n_mtp", "tied_embeddings", "mrope_sections", "mrope_interleaved"]
 
 
 def _empty_config():
     c = {k: 0 for k in CONFIG_FIELDS}
     c["layer_full"] = []
+    c["mrope_sections"] = [0, 0, 0]  # [T, H, W] rotated pairs per axis; zeros: 1-D RoPE
+    c["mrope_interleaved"] = False
     return c
 
 
@@ -354,6 +403,9 @@ def config_from_gguf(g):
     c["head_dim"] = kv.get(f"{a}.attention.key_length", c["n_embd"] // c["n_head"])
     c["rope_dim"] = kv.get(f"{a}.rope.dimension_count", c["head_dim"])
     c["rope_theta"] = kv.get(f"{a}.rope.freq_base", 10000.0)
+    if a != "qwen3" and f"{a}.rope.dimension_sections" in kv:  # llama.cpp rotates qwen35's interleaved
+        c["mrope_sections"] = [int(x) for x in kv[f"{a}.rope.dimension_sections"][:3]]
+        c["mrope_interleaved"] = True
     c["n_ff"] = kv.get(f"{a}.feed_forward_length", 0)
     if a == "qwen35moe":
         c["n_expert"] = kv[f"{a}.expert_count"]
@@ -402,6 +454,10 @@ def config_from_hf(cfg):
     factor = rope.get("partial_rotary_factor", t.get("partial_rotary_factor", 1.0 if arch == "qwen3" else 0.25))
     c["rope_theta"] = float(np.float32(theta))
     c["rope_dim"] = int(round(c["head_dim"] * factor))
+    mrope = rope if "mrope_section" in rope else (t.get("rope_scaling") or {})
+    if arch != "qwen3" and mrope.get("mrope_section"):
+        c["mrope_sections"] = [int(x) for x in mrope["mrope_section"]]
+        c["mrope_interleaved"] = bool(mrope.get("mrope_interleaved", True))
     c["tied_embeddings"] = bool(t.get("tie_word_embeddings", False))
     if arch == "qwen35moe":
         c["n_expert"] = t["num_experts"]

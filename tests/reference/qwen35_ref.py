@@ -30,11 +30,59 @@ def softplus(x):
     return np.where(x > 20.0, x, np.log1p(np.exp(np.minimum(x, 20.0))))
 
 
-def rope(x, pos, rope_dim, theta):
-    """NeoX rotate-half on the first rope_dim dims of each head (x: [heads, hd])."""
+def rope_angles(pos, rope_dim, theta, sections=None, interleaved=True):
+    """The angle of each rotated pair. pos: a position (1-D RoPE), or (t, h, w) for M-RoPE as
+    Hugging Face's Qwen3-VL / Qwen3.5 rotary embedding computes it: one angle table per axis,
+    then, interleaved (apply_interleaved_mrope), the T table with H at pairs 1, 4, 7, ... below
+    3 * sections[1] and W at pairs 2, 5, 8, ... below 3 * sections[2]; else (Qwen2-VL) the
+    contiguous sections T, H, W of the pairs."""
     half = rope_dim // 2
     inv = theta ** (-2.0 * np.arange(half) / rope_dim)
-    ang = pos * inv
+    if np.ndim(pos) == 0:
+        return pos * inv
+    per_axis = [p * inv for p in pos]
+    if interleaved:
+        ang = per_axis[0].copy()
+        for a in (1, 2):
+            idx = slice(a, 3 * sections[a], 3)
+            ang[idx] = per_axis[a][idx]
+        return ang
+    b0, b1 = sections[0], sections[0] + sections[1]
+    return np.concatenate([per_axis[0][:b0], per_axis[1][b0:b1], per_axis[2][b1:]])
+
+
+def get_rope_index(input_ids, image_grid_thw, image_token_id, vision_start_token_id, spatial_merge_size=2):
+    """Hugging Face's get_rope_index (Qwen3-VL, which Qwen3.5 inherits) for one sequence of text and
+    images, from its token ids: [3, n] positions (T, H, W) and the delta of what follows. Text
+    counts on from the largest position so far plus one; an image's tokens (t, h, w order of its
+    merged grid) take the position its first token would have had as text plus (ti, hi, wi)."""
+    ids = list(input_ids)
+    n_images = sum(1 for i, t in enumerate(ids[:-1]) if t == vision_start_token_id and ids[i + 1] == image_token_id)
+    pieces, st = [], 0
+    for k in range(n_images):
+        ed = ids.index(image_token_id, st)
+        t, h, w = image_grid_thw[k]
+        gt, gh, gw = t, h // spatial_merge_size, w // spatial_merge_size
+        text_len = ed - st
+        st_idx = pieces[-1].max() + 1 if pieces else 0
+        pieces.append(np.broadcast_to(np.arange(text_len), (3, text_len)) + st_idx)
+        t_idx = np.repeat(np.arange(gt), gh * gw)
+        h_idx = np.tile(np.repeat(np.arange(gh), gw), gt)
+        w_idx = np.tile(np.arange(gw), gt * gh)
+        pieces.append(np.stack([t_idx, h_idx, w_idx]) + text_len + st_idx)
+        st = ed + gt * gh * gw
+    if st < len(ids):
+        st_idx = pieces[-1].max() + 1 if pieces else 0
+        text_len = len(ids) - st
+        pieces.append(np.broadcast_to(np.arange(text_len), (3, text_len)) + st_idx)
+    pos = np.concatenate(pieces, axis=1)
+    return pos, int(pos.max() + 1 - len(ids))
+
+
+def rope(x, pos, rope_dim, theta, sections=None, interleaved=True):
+    """NeoX rotate-half on the first rope_dim dims of each head (x: [heads, hd]); pos as in rope_angles."""
+    half = rope_dim // 2
+    ang = rope_angles(pos, rope_dim, theta, sections, interleaved)
     c, s = np.cos(ang), np.sin(ang)
     out = x.copy()
     a, b = x[:, :half], x[:, half:rope_dim]
@@ -71,8 +119,9 @@ class Reference:
         v = (self.w(L, "attn_v.weight") @ u).reshape(nkv, hd)
         q = rms_norm(q, self.w(L, "attn_q_norm.weight"), c["rms_eps"])
         k = rms_norm(k, self.w(L, "attn_k_norm.weight"), c["rms_eps"])
-        q = rope(q, pos, c["rope_dim"], c["rope_theta"])
-        k = rope(k, pos, c["rope_dim"], c["rope_theta"])
+        sec, inter = c.get("mrope_sections"), c.get("mrope_interleaved", True)
+        q = rope(q, pos, c["rope_dim"], c["rope_theta"], sec, inter)
+        k = rope(k, pos, c["rope_dim"], c["rope_theta"], sec, inter)
         cache[0].append(k)
         cache[1].append(v)
         K = np.stack(cache[0])      # [T, nkv, hd]
@@ -158,30 +207,40 @@ class Reference:
     def head(self):
         return self.t["output.weight"] if "output.weight" in self.t else self.t["token_embd.weight"]
 
-    def step(self, token):
-        """One token at the next position: returns (logits [V], hidden after the final norm [H])."""
+    def step(self, token, embd=None, rope_pos=None, deepstack=()):
+        """One token at the next position: returns (logits [V], hidden after the final norm [H]).
+        An image token: embd its input in place of the token's embedding, rope_pos its (t, h, w)
+        M-RoPE position, deepstack[k] added to the hidden state after layer k (Hugging Face's
+        Qwen3-VL _deepstack_process)."""
         c = self.c
-        x = self.t["token_embd.weight"][token].copy()
+        x = np.array(embd, dtype=np.float64) if embd is not None else self.t["token_embd.weight"][token].copy()
+        pos = self.pos if rope_pos is None else tuple(int(p) for p in rope_pos)
         for L in range(c["n_layer"]):
             full = c["layer_full"][L]
-            x = self.layer(L, x, self.pos, full, self.kv.setdefault(L, ([], [])))
+            x = self.layer(L, x, pos, full, self.kv.setdefault(L, ([], [])))
+            if L < len(deepstack):
+                x = x + deepstack[L]
         self.pos += 1
         h = rms_norm(x, self.t["output_norm.weight"], c["rms_eps"])
         return self.head() @ h, h
 
-    def run(self, tokens):
+    def run(self, tokens, embd=None, rope_pos=None, deepstack=None):
+        """embd[i] / deepstack[i] (None for text) and rope_pos [3, n] per token, as step takes them."""
         logits, hidden = [], []
-        for t in tokens:
-            lg, h = self.step(t)
+        for i, t in enumerate(tokens):
+            lg, h = self.step(t, None if embd is None else embd[i], None if rope_pos is None else rope_pos[:, i],
+                              () if deepstack is None or deepstack[i] is None else deepstack[i])
             logits.append(lg)
             hidden.append(h)
         return np.array(logits), np.array(hidden)
 
-    def mtp(self, token, hidden, pos):
-        """MTP head (docs/model.md §5.1): next token x_{t+1}, main hidden h_t, at position t."""
+    def mtp(self, token, hidden, pos, embd=None):
+        """MTP head (docs/model.md §5.1): next token x_{t+1}, main hidden h_t, at position t (or its
+        (t, h, w) M-RoPE position); embd: x_{t+1}'s image embedding when it is an image token."""
         c = self.c
         L = c["n_layer"]
-        e = rms_norm(self.t["token_embd.weight"][token], self.w(L, "nextn.enorm.weight"), c["rms_eps"])
+        x_in = np.asarray(embd, dtype=np.float64) if embd is not None else self.t["token_embd.weight"][token]
+        e = rms_norm(x_in, self.w(L, "nextn.enorm.weight"), c["rms_eps"])
         hh = rms_norm(hidden, self.w(L, "nextn.hnorm.weight"), c["rms_eps"])
         x = self.w(L, "nextn.eh_proj.weight") @ np.concatenate([e, hh])
         x = self.layer(L, x, pos, True, self.mtp_kv)

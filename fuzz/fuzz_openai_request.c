@@ -78,15 +78,27 @@ static void or_check_request(const ds_oai_request *r, ds_oai_kind kind, int rend
     size_t n = json_array_size(r->messages), i;
     FUZZ_CHECK(json_is_array(r->messages) && n >= 1 && n <= DS_OAI_MAX_MESSAGES, "%zu messages", n);
     const json_t *m;
+    int n_image_parts = 0;
     json_array_foreach(r->messages, i, m) {
         const json_t *role = json_object_get(m, "role");
         FUZZ_CHECK(json_is_string(role), "a message without a role");
         FUZZ_CHECK(ds_json_str_is(role, "system") || ds_json_str_is(role, "user") || ds_json_str_is(role, "assistant") ||
                    ds_json_str_is(role, "tool"), "role '%s' reaches the template", json_string_value(role));
-        FUZZ_CHECK(json_is_string(json_object_get(m, "content")), "content is not a string");
+        /* a string, or (a user message with images) text and image parts, one image part per r->images */
+        const json_t *c = json_object_get(m, "content"), *p;
+        size_t k;
+        FUZZ_CHECK(json_is_string(c) || (json_is_array(c) && ds_json_str_is(role, "user")), "content is not a string");
+        if (json_is_array(c)) json_array_foreach(c, k, p) {
+            if (ds_json_str_is(json_object_get(p, "type"), "image")) n_image_parts++;
+            else FUZZ_CHECK(ds_json_str_is(json_object_get(p, "type"), "text") &&
+                            json_is_string(json_object_get(p, "text")), "a content part is neither text nor image");
+        }
         const json_t *calls = json_object_get(m, "tool_calls");
         FUZZ_CHECK(!calls || json_is_array(calls), "tool_calls reach the template as something else than an array");
     }
+    FUZZ_CHECK(n_image_parts == r->n_images, "%d image parts for %d images", n_image_parts, r->n_images);
+    for (int k = 0; k < r->n_images; k++)
+        FUZZ_CHECK(r->images[k].url && r->images[k].url_len > 0 && r->images[k].param[0], "image %d", k);
     FUZZ_CHECK(r->tool_choice == DS_TOOLS_NONE || r->tool_choice == DS_TOOLS_AUTO || r->tools, "tool_choice without tools");
     FUZZ_CHECK(r->tool_choice != DS_TOOLS_NAMED || r->tool_name, "named tool_choice without a name");
     if (!render) return;

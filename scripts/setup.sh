@@ -6,7 +6,7 @@
 set -euo pipefail
 
 debs=(gcc make pkg-config libjansson-dev libpcre2-dev libutf8proc-dev libmicrohttpd-dev libcurl4-openssl-dev
-      libjpeg62-turbo-dev libpng-dev libwebp-dev libgif-dev libexif-dev python3-pil python3 python3-numpy python3-jsonschema nodejs
+      libjpeg62-turbo-dev libpng-dev libwebp-dev libgif-dev libexif-dev nettle-dev python3-pil python3 python3-numpy python3-jsonschema nodejs
       bsdutils) # bsdutils: `script`, a terminal for the progress-bar test
 # Debian's npm is a package of its own; other builds of nodejs bring npm with them
 command -v npm >/dev/null 2>&1 || debs+=(npm)

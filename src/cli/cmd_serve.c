@@ -7,6 +7,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include <jansson.h>
+
 #include "cli/args.h"
 #include "cli/cli_model.h"
 #include "cli/cli_hub.h"
@@ -41,6 +43,19 @@ static void usage(FILE *f) {
             "  --allowed-headers L    CORS: headers a preflight allows (default: those it asks for)\n"
             "  --version              print the version and build, and exit\n"
             DS_CLI_LOAD_USAGE
+            "images (README: Images; the tower: --mmproj / --no-mmproj above):\n"
+            "  --vision-memory X      MiB images being encoded hold at once (default 1024)\n"
+            "  --max-image-pixels N   a decoded image's width x height, at most (default 16777216)\n"
+            "  --max-image-mb X       an image file's size in MiB, at most (default 20)\n"
+            "  --limit-mm-per-prompt N\n"
+            "                         images per request, at most (default 16; also vLLM's\n"
+            "                         '{\"image\": N}')\n"
+            "  --allowed-local-media-path DIR\n"
+            "                         file:// image URLs are read under DIR only (default: refused)\n"
+            "  --allowed-media-domains L\n"
+            "                         http(s) image URLs are fetched from these hosts only, a comma\n"
+            "                         list ('*': any; default: none, http(s) refused)\n"
+            "  --media-timeout S      an http(s) image fetch's time limit in seconds (default 10)\n"
             "engine:\n"
             "  --kv-mb X              KV page pool in MiB (default 256; fractions allowed)\n"
             "  --state-mb X           DeltaNet state slots of running sequences in MiB (default 256)\n"
@@ -111,6 +126,31 @@ static int fault_phase(const char *what, const char *v, ds_fault_phase *out) {
         }
     fprintf(stderr, "deltaserve serve: %s must be any, prefill, decode, verify or draft, got '%s'\n", what, v);
     return -1;
+}
+
+/* --limit-mm-per-prompt: N, or vLLM's JSON '{"image": N}' (other modalities: none here, so 0 only) */
+static int image_limit(const char *opt, const char *v, int *out) {
+    long n;
+    if (v[0] != '{') {
+        if (ds_arg_int(opt, v, 0, 4096, &n)) return -1;
+        *out = (int)n;
+        return 0;
+    }
+    json_error_t je;
+    json_t *o = json_loads(v, 0, &je), *img = json_object_get(o, "image");
+    const char *k;
+    json_t *x;
+    int bad = !json_is_object(o) || (img && (!json_is_integer(img) || json_integer_value(img) < 0 ||
+                                             json_integer_value(img) > 4096));
+    json_object_foreach(o, k, x) bad |= strcmp(k, "image") && !(json_is_integer(x) && json_integer_value(x) == 0);
+    if (!bad && img) *out = (int)json_integer_value(img);
+    json_decref(o);
+    if (bad) {
+        fprintf(stderr, "deltaserve serve: %s must be N or '{\"image\": N}' (0..4096; this server takes no other "
+                "media), got '%s'\n", opt, v);
+        return -1;
+    }
+    return 0;
 }
 
 /* --chat-template T: the file T, or T itself when it is no file and looks like a template (vLLM
@@ -259,6 +299,13 @@ int ds_cmd_serve(int argc, char **argv) {
         else if (!strcmp(a, "--fault-at-token")) { if (ds_arg_int(a, v, 0, 1L << 30, &n)) return 2; c.fault_at_token = (int)n; }
         else if (!strcmp(a, "--fault-every")) { if (ds_arg_int(a, v, 0, 1L << 30, &n)) return 2; c.fault_every = (int)n; }
         else if (!strcmp(a, "--fault-phase")) { if (fault_phase(a, v, &c.fault_phase)) return 2; }
+        else if (!strcmp(a, "--vision-memory")) { if (mib(a, v, 1e-6, &c.vision_bytes)) return 2; }
+        else if (!strcmp(a, "--max-image-pixels")) { if (ds_arg_int(a, v, 1, 1L << 40, &n)) return 2; c.max_image_pixels = n; }
+        else if (!strcmp(a, "--max-image-mb")) { if (mib(a, v, 1e-6, &c.max_image_bytes)) return 2; }
+        else if (!strcmp(a, "--limit-mm-per-prompt")) { if (image_limit(a, v, &c.max_images)) return 2; }
+        else if (!strcmp(a, "--allowed-local-media-path")) c.allowed_local_media_path = v;
+        else if (!strcmp(a, "--allowed-media-domains")) c.allowed_media_domains = v;
+        else if (!strcmp(a, "--media-timeout")) { if (ds_arg_float(a, v, 0.1, 3600, &x)) return 2; c.media_timeout_s = x; }
         else if ((r = ds_cli_load_arg("serve", a, v, &c.load))) { if (r < 0) return 2; }
         else { fprintf(stderr, "deltaserve serve: unknown option '%s'\n", a); usage(stderr); return 2; }
     }

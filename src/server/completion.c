@@ -29,6 +29,7 @@
 #include "grammar/grammar_filter.h"
 #include "server/answer_format.h"
 #include "server/chat_parser.h"
+#include "server/image_input.h"
 #include "server/json_text.h"
 #include "server/output_grammar.h"
 #include "server/openai_response.h"
@@ -740,10 +741,12 @@ static int check_bias(ds_server *s, const ds_oai_request *r, ds_http_error *err)
     return 0;
 }
 
-int ds_completion_prompt_at(ds_server *s, const ds_oai_request *r, int which, ds_tokens *toks, int *opened_reasoning,
-                            ds_http_error *err) {
+/* ds_completion_prompt_at, and for a run the request's images (images NULL: only their token counts) */
+static int prompt_with_images(ds_server *s, const ds_oai_request *r, int which, ds_tokens *toks, int *opened_reasoning,
+                              ds_prompt_images *images, ds_http_error *err) {
     memset(err, 0, sizeof *err);
     *toks = (ds_tokens){0};
+    if (images) *images = (ds_prompt_images){0};
     if (opened_reasoning) *opened_reasoning = 0;
     if (check_bias(s, r, err)) return -1;
     const char *field = r->kind == DS_OAI_CHAT ? "messages" : "prompt";
@@ -751,10 +754,12 @@ int ds_completion_prompt_at(ds_server *s, const ds_oai_request *r, int which, ds
     if (r->kind == DS_OAI_CHAT) {
         char *text = NULL;
         size_t tl = 0;
-        if (render_prompt(s, r, &text, &tl, err)) return -1;
+        /* a request the server cannot take the images of is refused before any work */
+        if (ds_image_input_check(s, r, err) || render_prompt(s, r, &text, &tl, err)) return -1;
         if (opened_reasoning) *opened_reasoning = tl >= 8 && !memcmp(text + tl - 8, "<think>\n", 8);
         rc = append_text(s, toks, text, tl, field, err);
         free(text);
+        if (!rc) rc = ds_image_input_expand(s, r, toks, images, err);
     } else {
         if (which < 0 || which >= r->n_prompts) return http_fail(err, 400, "invalid_request_error", NULL, field,
                                                                  "'prompt' has no prompt %d", which);
@@ -773,6 +778,11 @@ int ds_completion_prompt_at(ds_server *s, const ds_oai_request *r, int which, ds
         *toks = (ds_tokens){0};
     }
     return rc;
+}
+
+int ds_completion_prompt_at(ds_server *s, const ds_oai_request *r, int which, ds_tokens *toks, int *opened_reasoning,
+                            ds_http_error *err) {
+    return prompt_with_images(s, r, which, toks, opened_reasoning, NULL, err);
 }
 
 int ds_completion_prompt(ds_server *s, const ds_oai_request *r, ds_tokens *toks, int *opened_reasoning,
@@ -808,6 +818,7 @@ ds_completion *ds_completion_start(ds_server *s, ds_oai_request *req, const ds_a
     c->per_prompt = c->req.kind == DS_OAI_COMPLETION && c->req.best_of > c->n ? c->req.best_of : c->n;
     c->n = n_prompts * c->per_prompt;
     ds_tokens ptoks[DS_OAI_MAX_CHOICES] = {0};
+    ds_prompt_images images = {0};   /* the chat prompt's, handed to the last choice's engine request (copies to the others) */
     ds_err e = {0};
     ds_grammar *grammar = NULL;
     if (c->n > DS_OAI_MAX_CHOICES) {
@@ -832,7 +843,7 @@ ds_completion *ds_completion_start(ds_server *s, ds_oai_request *req, const ds_a
     }
     for (int p = 0; p < n_prompts; p++) {
         ds_tokens *t = &ptoks[p];
-        if (ds_completion_prompt_at(s, &c->req, p, t, &c->start_in_reasoning, err)) goto fail;
+        if (prompt_with_images(s, &c->req, p, t, &c->start_in_reasoning, p == 0 ? &images : NULL, err)) goto fail;
         const char *field = c->req.kind == DS_OAI_CHAT ? "messages" : "prompt";
         int np = (int)t->n, mt = c->req.max_tokens < 0 ? s->ctx - np : c->req.max_tokens;
         if (np >= s->ctx) {
@@ -911,11 +922,30 @@ ds_completion *ds_completion_start(ds_server *s, ds_oai_request *req, const ds_a
             rp.fault = s->cfg.fault_phase;
             rp.fault_after_tokens = s->cfg.fault_at_token;
         }
+        ds_prompt_images mine = {0};
+        if (images.n) {
+            if (i + 1 < c->n ? ds_prompt_images_copy(&images, &mine) : (mine = images, images = (ds_prompt_images){0}, 0)) {
+                http_fail(err, 500, "server_error", NULL, NULL, "out of memory for the images");
+                for (int k = i; k < c->n; k++) c->ch[k].done = 1, c->ch[k].engine_done = 1;
+                ds_prompt_images_free(&images);
+                for (int p = 0; p < n_prompts; p++) free(ptoks[p].ids);
+                settle(c, OUT_REFUSED);
+                ds_completion_release(c);
+                return NULL;
+            }
+            rp.images = mine.items;
+            rp.n_images = mine.n;
+        }
         pthread_mutex_lock(&c->mu);
         c->refs++;
         pthread_mutex_unlock(&c->mu);
         h->id = ds_engine_submit(s->eng, &rp, &e);
+        if (h->id) {   /* the engine took the patches */
+            for (int k = 0; k < mine.n; k++) mine.items[k].patches = (ds_image_patches){0};
+        }
+        ds_prompt_images_free(&mine);
         if (!h->id) {
+            ds_prompt_images_free(&images);
             pthread_mutex_lock(&c->mu);
             c->refs--;
             pthread_mutex_unlock(&c->mu);
@@ -923,7 +953,7 @@ ds_completion *ds_completion_start(ds_server *s, ds_oai_request *req, const ds_a
             if (e.code == DS_EBUSY)
                 http_fail(err, 429, "rate_limit_error", "rate_limit_exceeded", NULL, "%s; retry later", e.msg);
             else if (e.code == DS_EINVAL)
-                http_fail(err, 400, "invalid_request_error", NULL, "max_tokens", "%s", e.msg);
+                http_fail(err, 400, "invalid_request_error", NULL, c->req.n_images ? "messages" : "max_tokens", "%s", e.msg);
             else
                 http_fail(err, 503, "server_error", "server_overloaded", NULL, "%s", e.msg);
             for (int p = 0; p < n_prompts; p++) free(ptoks[p].ids);
@@ -999,6 +1029,7 @@ ds_completion *ds_completion_start(ds_server *s, ds_oai_request *req, const ds_a
     }
     return c;
 fail:
+    ds_prompt_images_free(&images);
     for (int p = 0; p < n_prompts && p < DS_OAI_MAX_CHOICES; p++) free(ptoks[p].ids);
     ds_grammar_unref(grammar);
     for (int i = 0; i < c->n; i++) c->ch[i].done = 1;

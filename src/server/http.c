@@ -17,7 +17,9 @@
  * the key (browsers send none), and every answer to such an Origin carries
  * Access-Control-Allow-Origin. */
 #include <arpa/inet.h>
+#include <curl/curl.h>
 #include <errno.h>
+#include <limits.h>
 #include <microhttpd.h>
 #include <netdb.h>
 #include <netinet/in.h>
@@ -42,6 +44,7 @@
 #include "server/server_int.h"
 #include "server/token_api.h"
 #include "common/strbuf.h"
+#include "image/image.h"
 #include "tokenizer/default_chat_template.h"
 
 typedef struct {
@@ -61,6 +64,13 @@ void ds_server_defaults(ds_server_config *c) {
     c->header_timeout_s = 10.0;
     c->drain_timeout_s = 60.0;
     c->fault_phase = DS_FAULT_ANY;
+    ds_image_limits lim;
+    ds_image_default_limits(&lim);
+    c->max_image_pixels = lim.max_pixels;
+    c->max_image_bytes = lim.max_bytes;
+    c->max_images = DS_DEFAULT_MAX_IMAGES;
+    c->vision_bytes = DS_DEFAULT_VISION_BYTES;
+    c->media_timeout_s = 10.0;
 }
 
 /* --- responses --- */
@@ -194,6 +204,20 @@ static json_t *model_object(const ds_server *s, const char *id) {
     json_object_set_new(m, "created", json_integer((json_int_t)s->created));
     json_object_set_new(m, "owned_by", json_string("deltaserve"));
     json_object_set_new(m, "max_model_len", json_integer(s->ctx));
+    /* what the model takes, in the two shapes clients read: llama-server's capabilities, and the
+     * input/output modalities of OpenRouter's model list (llama.cpp's router writes them too) */
+    json_t *caps = json_array(), *arch = json_object(), *in = json_array(), *out = json_array();
+    json_array_append_new(caps, json_string("completion"));
+    json_array_append_new(in, json_string("text"));
+    if (s->vision) {
+        json_array_append_new(caps, json_string("multimodal"));
+        json_array_append_new(in, json_string("image"));
+    }
+    json_array_append_new(out, json_string("text"));
+    json_object_set_new(m, "capabilities", caps);
+    json_object_set_new(arch, "input_modalities", in);
+    json_object_set_new(arch, "output_modalities", out);
+    json_object_set_new(m, "architecture", arch);
     return m;
 }
 
@@ -466,8 +490,8 @@ static void *engine_main(void *arg) {
 }
 
 /* What decides the answers: the build (the compiler stands for it: there is no version number), the
- * weights (each tensor's name, type, shape and first bytes, not the whole file, which can be
- * large), the chat template and the context. */
+ * weights and the vision tower's (each tensor's name, type, shape and first bytes, not the whole
+ * file, which can be large), the chat template and the context. */
 static void set_fingerprint(ds_server *s) {
     ds_sb id = {0};
     char buf[160];
@@ -481,10 +505,46 @@ static void set_fingerprint(ds_server *s) {
         ds_sb_puts(&id, buf);
         if (t->data) ds_sb_append(&id, (const char *)t->data, nb < 64 ? nb : 64);
     }
+    /* the tower decides the answers to images: its weights count the same way */
+    for (int i = 0; s->vision_file && i < ds_vision_n_tensors(s->vision_file); i++) {
+        const ds_tensor *t = ds_vision_tensor_at(s->vision_file, i);
+        size_t nb = ds_tensor_bytes(t);
+        snprintf(buf, sizeof buf, "%s:%d:%lld,%lld,%lld,%lld|", t->name, (int)t->type, (long long)t->ne[0],
+                 (long long)t->ne[1], (long long)t->ne[2], (long long)t->ne[3]);
+        ds_sb_puts(&id, buf);
+        if (t->data) ds_sb_append(&id, (const char *)t->data, nb < 64 ? nb : 64);
+    }
     const char *tmpl = s->cfg.chat_template ? s->cfg.chat_template : ds_model_chat_template(s->file);
     if (tmpl) ds_sb_puts(&id, tmpl);
     ds_oai_fingerprint(id.s ? id.s : "", id.n, s->fingerprint, sizeof s->fingerprint);
     ds_sb_free(&id);
+}
+
+/* The vision tower: --mmproj, or the mmproj file found beside the model (none with --no-mmproj),
+ * on the text model's backend, given to the engine with its byte budget. No tower: images get a 400. */
+static ds_status load_vision(ds_server *s, ds_err *e) {
+    const ds_server_config *c = &s->cfg;
+    s->image_pad_id = -1;
+    char found[PATH_MAX];
+    const char *path = c->load.mmproj_path;
+    if (c->load.no_mmproj) return DS_OK;
+    if (!path && ds_vision_find(c->model_path, found, sizeof found)) path = found;
+    if (!path) return DS_OK;
+    ds_status st = ds_vision_open(path, &s->vision_file, e);
+    if (!st) st = ds_vision_new(s->model, s->vision_file, &s->vision, e);
+    if (!st) st = ds_engine_set_vision(s->eng, s->vision, c->vision_bytes, e);
+    if (!st && (s->image_pad_id = ds_tokenizer_find(s->tok, "<|image_pad|>")) < 0)
+        st = ds_fail(e, DS_EINVAL, "the model's vocabulary has no <|image_pad|> token");
+    if (st) {
+        ds_err_prefix(e, "vision tower %s%s", path, c->load.mmproj_path ? "" : " (found beside the model; --no-mmproj "
+                                                                             "serves without it)");
+        return st;
+    }
+    const ds_vision_config *vc = ds_vision_cfg(s->vision);
+    fprintf(stderr, "deltaserve serve: vision tower %s: %d blocks, width %d, patch %d, merge %d; images up to %lld "
+            "pixels, %d per request\n", path, vc->n_layer, vc->n_embd, vc->patch_size, vc->merge,
+            (long long)c->max_image_pixels, c->max_images);
+    return DS_OK;
 }
 
 /* The rest of the loading, after the file was opened: tokenizer, weights, engine, template. */
@@ -504,6 +564,7 @@ static int load(ds_server *s) {
                  (double)c->engine.kv_bytes / (1 << 20), (double)c->engine.state_bytes / (1 << 20), c->engine.max_running);
         ds_err_prefix(&e, "%s", pre);
     }
+    if (!st) st = load_vision(s, &e);
     if (!st) {
         const char *t = c->chat_template ? c->chat_template : ds_model_chat_template(s->file);
         st = ds_jinja_compile(t ? t : DS_DEFAULT_CHAT_TEMPLATE, &s->tmpl, &e);
@@ -633,6 +694,23 @@ int ds_server_run(const ds_server_config *cfg) {
         free(s);
         return 2;
     }
+    /* file:// images are checked against the resolved directory (media_fetch.h); http(s) fetches
+     * run on connection threads, so libcurl starts here */
+    if (cfg->allowed_local_media_path && !realpath(cfg->allowed_local_media_path, s->media_dir)) {
+        fprintf(stderr, "deltaserve serve: --allowed-local-media-path %s: %s\n", cfg->allowed_local_media_path,
+                strerror(errno));
+        ds_cors_free(cors);
+        ds_metrics_free(&s->metrics);
+        free(s);
+        return 2;
+    }
+    if (cfg->allowed_media_domains && curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK) {
+        fprintf(stderr, "deltaserve serve: libcurl failed to start (--allowed-media-domains)\n");
+        ds_cors_free(cors);
+        ds_metrics_free(&s->metrics);
+        free(s);
+        return 1;
+    }
     char host[INET6_ADDRSTRLEN + 16];
     url_host(cfg->host, host, sizeof host);
     int port = 0, fd = listen_socket(cfg->host, cfg->port, &port);
@@ -693,8 +771,8 @@ int ds_server_run(const ds_server_config *cfg) {
     }
     engine_started = 1;
     atomic_store(&s->ready, 1);
-    fprintf(stderr, "deltaserve serve: ready: model '%s', context %d tokens, http://%s:%d/v1\n", s->model_name, s->ctx,
-            host, port);
+    fprintf(stderr, "deltaserve serve: ready: model '%s', context %d tokens, %s, http://%s:%d/v1\n", s->model_name,
+            s->ctx, s->vision ? "text and images" : "text only", host, port);
     fflush(stderr);
     int sig = 0;
     sigwait(&sigs, &sig);
@@ -736,6 +814,8 @@ out:
     if (atomic_load(&s->in_flight) > 0) rc = rc ? rc : 1;
     else {   /* nothing references the engine any more */
         ds_engine_free(s->eng);
+        ds_vision_free(s->vision);
+        ds_vision_close(s->vision_file);
         ds_model_free(s->model);
         ds_tokenizer_free(s->tok);
         ds_grammar_cache_free(s->grammars);

@@ -66,8 +66,8 @@ static int append_text(ds_sb *b, const json_t *content, const char *sep, int bil
             if (!json_is_object(x) || !json_is_string(t))
                 return ds_oai_fail(err, param, "each block of '%s' must be an object with a 'type'", param);
             if (ds_json_str_is(t, "image") || ds_json_str_is(t, "document"))
-                return ds_oai_fail(err, param, "'%s' blocks (in '%s') are not supported yet: this server reads text only",
-                            json_string_value(t), param);
+                return ds_oai_fail(err, param, "'%s' blocks (in '%s') are not supported here: images are taken in user "
+                                   "messages only", json_string_value(t), param);
             if (!ds_json_str_is(t, "text"))
                 return ds_oai_fail(err, param, "'%s' may hold only 'text' blocks, got '%s'", param, json_string_value(t));
             x = get(x, "text");
@@ -99,8 +99,71 @@ static json_t *chat_message(const char *role, json_t *content) {
 
 /* --- messages --- */
 
-/* a user turn's blocks: text (joined into user messages) and tool_result (tool messages), in order */
-static int user_blocks(const json_t *content, size_t i, json_t *out, ds_oai_error *err) {
+/* An image block as a chat image_url part: source {"type": "base64", "media_type", "data"} becomes a
+ * data: URL, {"type": "url", "url"} stays a URL; files need stored files (400). param names the
+ * block; its name for later errors (fetch, decode) goes to params. */
+static json_t *image_part(const json_t *b, const char *param, json_t *params, ds_oai_error *err) {
+    const json_t *src = get(b, "source"), *st = get(src, "type");
+    char pp[112];
+    snprintf(pp, sizeof pp, "%s.source", param);
+    json_t *url = NULL;
+    if (!json_is_object(src) || !json_is_string(st)) {
+        ds_oai_fail(err, param, "the image block '%s' needs a 'source' object with a 'type'", param);
+        return NULL;
+    }
+    if (ds_json_str_is(st, "base64")) {
+        const json_t *mt = get(src, "media_type"), *data = get(src, "data");
+        if (!json_is_string(mt) || !json_is_string(data)) {
+            ds_oai_fail(err, param, "'%s' of type base64 needs 'media_type' and 'data' strings", pp);
+            return NULL;
+        }
+        ds_sb u = {0};
+        ds_sb_puts(&u, "data:");
+        ds_sb_append(&u, json_string_value(mt), json_string_length(mt));
+        ds_sb_puts(&u, ";base64,");
+        ds_sb_append(&u, json_string_value(data), json_string_length(data));
+        url = u.oom ? NULL : json_stringn(u.s, u.n);
+        ds_sb_free(&u);
+    } else if (ds_json_str_is(st, "url")) {
+        const json_t *x = get(src, "url");
+        if (!json_is_string(x)) {
+            ds_oai_fail(err, param, "'%s' of type url needs a 'url' string", pp);
+            return NULL;
+        }
+        url = json_copy((json_t *)x);
+    } else {
+        ds_oai_fail(err, param, "'%s' of type '%s' is not supported (base64 and url are: this server stores no files)",
+                    pp, json_string_value(st));
+        return NULL;
+    }
+    if (!url) {
+        ds_oai_fail(err, param, "out of memory");
+        return NULL;
+    }
+    json_t *part = json_object(), *iu = json_object();
+    json_object_set_new(iu, "url", url);
+    json_object_set_new(part, "type", json_string("image_url"));
+    json_object_set_new(part, "image_url", iu);
+    json_array_append_new(params, json_string(pp));
+    return part;
+}
+
+/* a user turn's text so far as a chat message: a string, or (with images) content parts */
+static json_t *user_message(ds_sb *text, json_t **parts) {
+    if (!*parts) return chat_message("user", sb_string(text));
+    if (text->n) {
+        json_t *t = json_object();
+        json_object_set_new(t, "type", json_string("text"));
+        json_object_set_new(t, "text", sb_string(text));
+        json_array_append_new(*parts, t);
+    }
+    json_t *m = chat_message("user", *parts);
+    *parts = NULL;
+    return m;
+}
+
+/* a user turn's blocks: text and images (joined into user messages) and tool_result (tool messages), in order */
+static int user_blocks(const json_t *content, size_t i, json_t *out, json_t *params, ds_oai_error *err) {
     char param[96];
     snprintf(param, sizeof param, "messages[%zu].content", i);
     if (json_is_string(content)) {
@@ -109,6 +172,7 @@ static int user_blocks(const json_t *content, size_t i, json_t *out, ds_oai_erro
     }
     if (!json_is_array(content)) return ds_oai_fail(err, param, "'%s' must be a string or an array of content blocks", param);
     ds_sb text = {0};
+    json_t *parts = NULL;   /* the turn's parts once it holds an image */
     int have_text = 0, rc = 0;
     size_t k;
     const json_t *b;
@@ -138,7 +202,7 @@ static int user_blocks(const json_t *content, size_t i, json_t *out, ds_oai_erro
                 break;
             }
             if (have_text) {   /* text before the result stays before it */
-                json_array_append_new(out, chat_message("user", sb_string(&text)));
+                json_array_append_new(out, user_message(&text, &parts));
                 ds_sb_clear(&text);
                 have_text = 0;
             }
@@ -156,16 +220,33 @@ static int user_blocks(const json_t *content, size_t i, json_t *out, ds_oai_erro
             ds_sb_free(&r);
             json_object_set_new(m, "tool_call_id", json_copy((json_t *)id));
             json_array_append_new(out, m);
-        } else if (ds_json_str_is(t, "image") || ds_json_str_is(t, "document")) {
-            rc = ds_oai_fail(err, param, "'%s' blocks ('%s') are not supported yet: this server reads text only",
-                      json_string_value(t), param);
+        } else if (ds_json_str_is(t, "image")) {
+            json_t *part = image_part(b, param, params, err);
+            if (!part) {
+                rc = -1;
+                break;
+            }
+            if (!parts) parts = json_array();
+            if (text.n) {   /* the text before the image stays before it */
+                json_t *tp = json_object();
+                json_object_set_new(tp, "type", json_string("text"));
+                json_object_set_new(tp, "text", sb_string(&text));
+                json_array_append_new(parts, tp);
+                ds_sb_clear(&text);
+            }
+            json_array_append_new(parts, part);
+            have_text = 1;
+        } else if (ds_json_str_is(t, "document")) {
+            rc = ds_oai_fail(err, param, "'document' blocks ('%s') are not supported: this server reads text and images",
+                             param);
             break;
         } else {
             rc = ds_oai_fail(err, param, "a user message cannot hold a '%s' block ('%s')", json_string_value(t), param);
             break;
         }
     }
-    if (!rc && (have_text || !json_array_size(content))) json_array_append_new(out, chat_message("user", sb_string(&text)));
+    if (!rc && (have_text || !json_array_size(content))) json_array_append_new(out, user_message(&text, &parts));
+    json_decref(parts);
     ds_sb_free(&text);
     return rc;
 }
@@ -221,8 +302,8 @@ static int assistant_blocks(const json_t *content, size_t i, json_t *out, ds_oai
             json_object_set_new(f, "arguments", json_deep_copy(input));
             json_array_append_new(calls, call);
         } else if (ds_json_str_is(t, "image") || ds_json_str_is(t, "document")) {
-            rc = ds_oai_fail(err, param, "'%s' blocks ('%s') are not supported yet: this server reads text only",
-                      json_string_value(t), param);
+            rc = ds_oai_fail(err, param, "'%s' blocks ('%s') are not supported here: images are taken in user messages "
+                             "only", json_string_value(t), param);
             break;
         } else {
             rc = ds_oai_fail(err, param, "an assistant message cannot hold a '%s' block ('%s')", json_string_value(t), param);
@@ -246,7 +327,7 @@ static int assistant_blocks(const json_t *content, size_t i, json_t *out, ds_oai
  * system message later in the conversation (Claude Code sends them) stays where it is, as a user
  * turn: moving it up would reorder the conversation, and change the start of the prompt, which the
  * prefix cache keys on, whenever a turn adds one. */
-static int translate_messages(const json_t *body, json_t *chat, ds_oai_error *err) {
+static int translate_messages(const json_t *body, json_t *chat, json_t *params, ds_oai_error *err) {
     const json_t *sys = get(body, "system"), *ms = get(body, "messages");
     if (!ms) return ds_oai_fail(err, "messages", "'messages' is required");
     if (!json_is_array(ms)) return ds_oai_fail(err, "messages", "'messages' must be an array");
@@ -275,7 +356,7 @@ static int translate_messages(const json_t *body, json_t *chat, ds_oai_error *er
             break;
         }
         if (ds_json_str_is(role, "user")) {
-            rc = user_blocks(c, i, turns, err);
+            rc = user_blocks(c, i, turns, params, err);
         } else if (ds_json_str_is(role, "assistant")) {
             rc = assistant_blocks(c, i, turns, err);
         } else if (ds_json_str_is(role, "system") && !json_array_size(turns)) {
@@ -460,19 +541,23 @@ int ds_messages_parse(const json_t *body, int for_count, ds_oai_request *out, ds
     memset(out, 0, sizeof *out);
     memset(err, 0, sizeof *err);
     if (!json_is_object(body)) return ds_oai_fail(err, "", "the request body must be a JSON object");
-    json_t *chat = json_object();
+    json_t *chat = json_object(), *params = json_array();
     int rc = -1;
     if (!get(body, "model")) {
         ds_oai_fail(err, "model", "'model' is required");
         goto out;
     }
-    if (translate_sampling(body, for_count, chat, err) || translate_messages(body, chat, err) ||
+    if (translate_sampling(body, for_count, chat, err) || translate_messages(body, chat, params, err) ||
         translate_tools(body, chat, err) || translate_thinking(body, chat, err))
         goto out;
     if (ds_oai_request_parse_json(chat, DS_OAI_CHAT, out, err)) goto out;
     out->clamp_max_tokens = 1;
+    /* the images' errors (fetched and decoded later) name the Messages block, not the chat part */
+    for (int k = 0; k < out->n_images && k < (int)json_array_size(params); k++)
+        snprintf(out->images[k].param, sizeof out->images[k].param, "%s", json_string_value(json_array_get(params, k)));
     rc = 0;
 out:
+    json_decref(params);
     json_decref(chat);
     return rc;
 }

@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 int ds_oai_fail(ds_oai_error *err, const char *param, const char *fmt, ...) {
     snprintf(err->param, sizeof err->param, "%s", param ? param : "");
@@ -19,6 +20,8 @@ int ds_oai_fail(ds_oai_error *err, const char *param, const char *fmt, ...) {
     va_end(ap);
     return -1;
 }
+
+static char *dup_str(const json_t *v, size_t *len);
 
 static const json_t *get(const json_t *o, const char *k) {
     const json_t *v = json_is_object(o) ? json_object_get(o, k) : NULL;
@@ -53,9 +56,48 @@ static int get_bool(const json_t *o, const char *k, int *out, ds_oai_error *err)
     return 1;
 }
 
-/* message content: a string, or a list of text parts, as one string (with its length) */
-static json_t *content_text(const json_t *c, int i, ds_oai_error *err) {
-    char param[64];
+/* the URL of an image_url part: {"image_url": {"url": ..., "detail"?}} (OpenAI) or
+ * {"image_url": "..."} (vLLM takes the URL itself), kept in r->images */
+static int add_image(ds_oai_request *r, const json_t *part, const char *param, ds_oai_error *err) {
+    const json_t *iu = get(part, "image_url"), *url = iu;
+    if (json_is_object(iu)) {
+        url = get(iu, "url");
+        const json_t *detail = get(iu, "detail");
+        /* the tower sees every image at its own resolution: detail changes nothing, but is checked */
+        if (detail && !ds_json_str_is(detail, "auto") && !ds_json_str_is(detail, "low") && !ds_json_str_is(detail, "high"))
+            return ds_oai_fail(err, param, "'%s.detail' must be auto, low or high", param);
+    }
+    if (!json_is_string(url))
+        return ds_oai_fail(err, param, "'%s' must be an object with a 'url' string, or the URL itself", param);
+    size_t n = json_string_length(url);
+    const char *u = json_string_value(url);
+    if (!n) return ds_oai_fail(err, param, "the URL of '%s' is empty", param);
+    static const char *const SCHEMES[] = {"data:", "file://", "http://", "https://"};
+    int known = 0;
+    for (size_t i = 0; i < sizeof SCHEMES / sizeof *SCHEMES; i++)
+        known |= n >= strlen(SCHEMES[i]) && !strncasecmp(u, SCHEMES[i], strlen(SCHEMES[i]));
+    if (!known) {
+        size_t colon = strcspn(u, ":/");
+        return ds_oai_fail(err, param, "the URL of '%s' has the scheme '%.*s', which is not supported (data:, "
+                           "file://, http://, https://)", param, (int)(colon < 24 ? colon : 24), u);
+    }
+    ds_oai_image *im = realloc(r->images, (size_t)(r->n_images + 1) * sizeof *im);
+    if (!im) return ds_oai_fail(err, param, "out of memory");
+    r->images = im;
+    im = &r->images[r->n_images];
+    memset(im, 0, sizeof *im);
+    if (!(im->url = dup_str(url, &im->url_len))) return ds_oai_fail(err, param, "out of memory");
+    snprintf(im->param, sizeof im->param, "%s", param);
+    r->n_images++;
+    return 0;
+}
+
+/* message content: a string, or a list of parts. Text parts alone become one string; with
+ * image_url parts (user messages only) the content stays a list of {"type": "text", "text"} and
+ * {"type": "image"} parts, which Qwen's templates write as <|vision_start|><|image_pad|><|vision_end|>,
+ * and the images' URLs go to r->images. */
+static json_t *content_text(const json_t *c, int i, int user, ds_oai_request *r, ds_oai_error *err) {
+    char param[64], pp[64];
     snprintf(param, sizeof param, "messages[%d].content", i);
     if (json_is_string(c)) return json_copy((json_t *)c);
     if (!json_is_array(c)) {
@@ -63,6 +105,7 @@ static json_t *content_text(const json_t *c, int i, ds_oai_error *err) {
         return NULL;
     }
     size_t n = 0, k;
+    int images = 0;
     const json_t *p;
     json_array_foreach(c, k, p) {
         const json_t *t = get(p, "type"), *x = get(p, "text");
@@ -70,8 +113,20 @@ static json_t *content_text(const json_t *c, int i, ds_oai_error *err) {
             ds_oai_fail(err, param, "each part of '%s' must be an object with a 'type'", param);
             return NULL;
         }
+        if (ds_json_str_is(t, "image_url")) {
+            /* both indexes are bounded (DS_OAI_MAX_MESSAGES, the body size): the name fits */
+            snprintf(pp, sizeof pp, "messages[%d].content[%d].image_url", i % 100000, (int)(k % 100000));
+            if (!user) {
+                ds_oai_fail(err, pp, "'%s': images are taken in user messages only", pp);
+                return NULL;
+            }
+            if (add_image(r, p, pp, err)) return NULL;
+            images = 1;
+            continue;
+        }
         if (!ds_json_str_is(t, "text")) {
-            ds_oai_fail(err, param, "content parts of type '%s' are not supported (only 'text')", json_string_value(t));
+            ds_oai_fail(err, param, "content parts of type '%s' are not supported (only 'text' and 'image_url')",
+                        json_string_value(t));
             return NULL;
         }
         if (!json_is_string(x)) {
@@ -79,6 +134,24 @@ static json_t *content_text(const json_t *c, int i, ds_oai_error *err) {
             return NULL;
         }
         n += json_string_length(x);
+    }
+    if (images) {
+        json_t *parts = json_array();
+        json_array_foreach(c, k, p) {
+            json_t *o = json_object();
+            if (ds_json_str_is(get(p, "type"), "image_url")) {
+                json_object_set_new(o, "type", json_string("image"));
+            } else {
+                json_object_set_new(o, "type", json_string("text"));
+                json_object_set_new(o, "text", json_copy(json_object_get(p, "text")));
+            }
+            if (json_array_append_new(parts, o)) {
+                json_decref(parts);
+                ds_oai_fail(err, param, "out of memory");
+                return NULL;
+            }
+        }
+        return parts;
     }
     char *s = malloc(n + 1);
     if (!s) {
@@ -165,7 +238,7 @@ static int parse_messages(const json_t *root, ds_oai_request *r, ds_oai_error *e
             }
             json_object_set_new(out, "content", json_string(""));
         } else {
-            json_t *text = content_text(c, (int)i, err);
+            json_t *text = content_text(c, (int)i, ds_json_str_is(role, "user"), r, err);
             if (!text) return -1;
             json_object_set_new(out, "content", text);
         }
@@ -728,6 +801,8 @@ void ds_oai_request_free(ds_oai_request *r) {
     for (int i = 0; i < r->n_prompts; i++) free(r->prompts[i].text), free(r->prompts[i].ids);
     free(r->prompts);
     free(r->suffix);
+    for (int i = 0; i < r->n_images; i++) free(r->images[i].url);
+    free(r->images);
     for (int i = 0; i < r->n_stop; i++) free(r->stop[i]);
     memset(r, 0, sizeof *r);
 }

@@ -48,6 +48,14 @@ typedef struct {
     int max_space;        /* whitespace bytes in a row between JSON tokens */
 } ds_oai_output;
 
+/* an image of a chat request (a content part of type image_url), in prompt order: fetched,
+ * decoded and checked where the server's limits are known (server/image_input.h) */
+typedef struct {
+    char *url;                   /* data:image/...;base64,..., file://PATH or http(s)://... */
+    size_t url_len;
+    char param[64];              /* the part, for errors: messages[1].content[2].image_url */
+} ds_oai_image;
+
 /* one prompt of a completions request: text, or token ids */
 typedef struct {
     char *text;                  /* NULL when ids are used */
@@ -60,7 +68,11 @@ typedef struct {
     ds_oai_kind kind;
     char *model;                 /* NULL when not given */
     /* chat */
-    json_t *messages;            /* normalised for the template: content as one string, arguments as objects */
+    json_t *messages;            /* normalised for the template: content as one string (or, with images, a
+                                  * list of {"type": "text", "text"} and {"type": "image"} parts, as vLLM
+                                  * gives Qwen's templates), arguments as objects */
+    ds_oai_image *images;        /* the image parts of messages, in order (their URLs) */
+    int n_images;
     json_t *tools;               /* NULL when none */
     json_t *template_kwargs;     /* NULL when none */
     ds_tool_choice tool_choice;

@@ -52,7 +52,7 @@ static int content_text(const json_t *c, const char *param, ds_sb *out, ds_oai_e
         const char *key = "text";
         if (ds_json_str_is(t, "refusal")) key = "refusal";
         else if (ds_json_str_is(t, "input_image"))
-            return ds_oai_fail(err, pp, "'%s' is an image: images are not supported yet", pp);
+            return ds_oai_fail(err, pp, "'%s' is an image: images are taken in user messages only", pp);
         else if (ds_json_str_is(t, "input_file") || ds_json_str_is(t, "input_audio"))
             return ds_oai_fail(err, pp, "'%s' is of type '%s': only text is supported", pp, json_string_value(t));
         else if (!ds_json_str_is(t, "input_text") && !ds_json_str_is(t, "output_text") && !ds_json_str_is(t, "text") &&
@@ -76,7 +76,67 @@ typedef struct {
     json_t *messages;
     json_t *turn;          /* the assistant message the next function_call joins (borrowed), or NULL */
     ds_sb reasoning;       /* reasoning items' text waiting for the assistant message they belong to */
+    json_t *image_params;  /* the Responses name of each image part, in order (errors name them) */
 } conv;
+
+static int has_image(const json_t *c) {
+    size_t k;
+    const json_t *p;
+    if (json_is_array(c)) json_array_foreach(c, k, p) if (ds_json_str_is(field(p, "type"), "input_image")) return 1;
+    return 0;
+}
+
+/* A user message's content with input_image parts: chat content parts, text and image_url
+ * ({"type": "input_image", "image_url": URL, "detail"?}; a file_id needs stored files: 400). */
+static json_t *user_parts(conv *cv, const json_t *c, const char *param, ds_oai_error *err) {
+    json_t *parts = json_array();
+    size_t k;
+    const json_t *p;
+    json_array_foreach(c, k, p) {
+        char pp[96];
+        snprintf(pp, sizeof pp, "%.60s[%d]", param, (int)(k % 100000));
+        json_t *o = json_object();
+        json_array_append_new(parts, o);
+        if (ds_json_str_is(field(p, "type"), "input_image")) {
+            const json_t *url = field(p, "image_url"), *detail = field(p, "detail");
+            if (!url && field(p, "file_id")) {
+                ds_oai_fail(err, pp, "'%s.file_id' is not supported: this server stores no files; send the image as "
+                            "'image_url' (a data: URL)", pp);
+                goto fail;
+            }
+            if (!json_is_string(url)) {
+                ds_oai_fail(err, pp, "'%s.image_url' must be a string (a data:, file:// or http(s) URL)", pp);
+                goto fail;
+            }
+            json_t *iu = json_object();
+            json_object_set_new(iu, "url", json_copy((json_t *)url));
+            if (detail) json_object_set_new(iu, "detail", json_copy((json_t *)detail));
+            json_object_set_new(o, "type", json_string("image_url"));
+            json_object_set_new(o, "image_url", iu);
+            snprintf(pp, sizeof pp, "%.60s[%d].image_url", param, (int)(k % 100000));
+            json_array_append_new(cv->image_params, json_string(pp));
+            continue;
+        }
+        /* any other part: its text, through the checks text parts get */
+        json_t *one = json_array();
+        json_array_append((json_t *)one, (json_t *)p);
+        ds_sb text = {0};
+        int rc = content_text(one, pp, &text, err);
+        json_decref(one);
+        if (rc) {
+            ds_sb_free(&text);
+            /* content_text named the part [0] of a list of one: the part is pp itself */
+            snprintf(err->param, sizeof err->param, "%.63s", pp);
+            goto fail;
+        }
+        json_object_set_new(o, "type", json_string("text"));
+        json_object_set_new(o, "text", sb_string(&text));
+    }
+    return parts;
+fail:
+    json_decref(parts);
+    return NULL;
+}
 
 static json_t *assistant(conv *cv) {
     json_t *m = json_object();
@@ -101,6 +161,17 @@ static int message_item(conv *cv, const json_t *it, const char *param, ds_oai_er
     snprintf(pp, sizeof pp, "%s.content", param);
     const json_t *c = field(it, "content");
     if (!c) return ds_oai_fail(err, pp, "'%s' is required", pp);
+    if (is_user && has_image(c)) {
+        json_t *parts = user_parts(cv, c, pp, err);
+        if (!parts) return -1;
+        if (cv->reasoning.n) ds_sb_clear(&cv->reasoning);
+        cv->turn = NULL;
+        json_t *m = json_object();
+        json_object_set_new(m, "role", json_string("user"));
+        json_object_set_new(m, "content", parts);
+        json_array_append_new(cv->messages, m);
+        return 0;
+    }
     ds_sb text = {0};
     if (content_text(c, pp, &text, err)) {
         ds_sb_free(&text);
@@ -364,7 +435,7 @@ static int copy_as(const json_t *body, const char *from, json_t *chat, const cha
     return set(chat, to, json_deep_copy(v), err);
 }
 
-static json_t *build_chat(const json_t *body, ds_oai_error *err) {
+static json_t *build_chat(const json_t *body, json_t *image_params, ds_oai_error *err) {
     const json_t *v;
     if ((v = field(body, "previous_response_id")))
         return ds_oai_fail(err, "previous_response_id", "'previous_response_id' is not supported: this server keeps no "
@@ -379,7 +450,7 @@ static json_t *build_chat(const json_t *body, ds_oai_error *err) {
         return ds_oai_fail(err, "instructions", "'instructions' must be a string"), NULL;
     if ((v = field(body, "stream")) && !json_is_boolean(v)) return ds_oai_fail(err, "stream", "'stream' must be a boolean"), NULL;
     json_t *chat = json_object();
-    conv cv = {.messages = json_array()};
+    conv cv = {.messages = json_array(), .image_params = image_params};
     int rc = parse_input(body, &cv, err);
     ds_sb_free(&cv.reasoning);
     if (!rc) {
@@ -423,11 +494,19 @@ int ds_responses_parse(const json_t *body, ds_oai_request *out, ds_oai_error *er
     memset(out, 0, sizeof *out);
     memset(err, 0, sizeof *err);
     if (!json_is_object(body)) return ds_oai_fail(err, NULL, "the request body must be a JSON object");
-    json_t *chat = build_chat(body, err);
-    if (!chat) return -1;
+    json_t *params = json_array();
+    json_t *chat = build_chat(body, params, err);
+    if (!chat) {
+        json_decref(params);
+        return -1;
+    }
     int rc = ds_oai_request_parse_json(chat, DS_OAI_CHAT, out, err);
     json_decref(chat);
     if (rc) rename_field(err->param, sizeof err->param, err->message, sizeof err->message);
+    /* the images' errors (fetched and decoded later) name the input part, not the chat one */
+    for (int k = 0; !rc && k < out->n_images && k < (int)json_array_size(params); k++)
+        snprintf(out->images[k].param, sizeof out->images[k].param, "%s", json_string_value(json_array_get(params, k)));
+    json_decref(params);
     return rc;
 }
 

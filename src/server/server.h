@@ -16,6 +16,8 @@
 #include "loading/model_file.h"
 
 #define DS_MAX_MODEL_NAMES 16
+#define DS_DEFAULT_MAX_IMAGES 16                      /* --limit-mm-per-prompt */
+#define DS_DEFAULT_VISION_BYTES ((size_t)1024 << 20)  /* --vision-memory */
 
 typedef struct {
     const char *model_path;       /* required */
@@ -49,6 +51,14 @@ typedef struct {
     int fault_at_token;           /* with the two above: the first call once this many tokens came */
     ds_fault_phase fault_phase;   /* with the two above: which call (DS_FAULT_ANY: the first one) */
     double drain_timeout_s;       /* SIGTERM: running requests get this long to finish */
+    /* images (the tower itself: load.mmproj_path / load.no_mmproj) */
+    size_t vision_bytes;          /* --vision-memory: images being encoded hold at most this at once */
+    int64_t max_image_pixels;     /* --max-image-pixels: a decoded image's width x height, at most */
+    size_t max_image_bytes;       /* --max-image-mb: an encoded image's size, at most */
+    int max_images;               /* --limit-mm-per-prompt: images per request, at most */
+    const char *allowed_local_media_path;  /* file:// URLs under this directory; NULL: refused */
+    const char *allowed_media_domains;     /* http(s) URLs from these hosts (comma list, "*"); NULL: refused */
+    double media_timeout_s;       /* --media-timeout: an http(s) image fetch, at most */
 } ds_server_config;
 
 void ds_server_defaults(ds_server_config *c);

@@ -2,12 +2,15 @@
 #ifndef DS_SERVER_INT_H
 #define DS_SERVER_INT_H
 
+#include <limits.h>
 #include <stdatomic.h>
 #include <stdint.h>
 
 #include "engine/engine.h"
 #include "loading/model_file.h"
+#include "loading/vision_file.h"
 #include "model/model.h"
+#include "model/vision.h"
 #include "jinja/jinja.h"
 #include "server/metrics.h"
 #include "server/server.h"
@@ -24,6 +27,10 @@ typedef struct ds_server {
     ds_model_file *file;
     ds_tokenizer *tok;
     ds_model *model;
+    ds_vision_file *vision_file;   /* the tower's file (--mmproj, or found beside the model); NULL: none */
+    ds_vision *vision;             /* the tower; NULL: images are refused */
+    int32_t image_pad_id;          /* <|image_pad|>, -1 when the vocabulary has none */
+    char media_dir[PATH_MAX];      /* --allowed-local-media-path, resolved ("": file:// refused) */
     ds_engine *eng;
     ds_jinja *tmpl;
     char model_name[256];

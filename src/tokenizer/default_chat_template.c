@@ -2,6 +2,12 @@
 #include "tokenizer/default_chat_template.h"
 
 const char DS_DEFAULT_CHAT_TEMPLATE[] =
+    "{%- macro user_text(c) -%}\n"
+    "{%- if c is string -%}{{- c -}}{%- else -%}{%- for p in c -%}\n"
+    "{%- if p.type == 'image' or 'image' in p or 'image_url' in p -%}{{- '<|vision_start|><|image_pad|><|vision_end|>' -}}\n"
+    "{%- elif 'text' in p -%}{{- p.text -}}{%- endif -%}\n"
+    "{%- endfor -%}{%- endif -%}\n"
+    "{%- endmacro -%}\n"
     "{%- set sys_text = messages[0].content if (messages and messages[0].role == 'system') else '' -%}\n"
     "{%- if tools -%}\n"
     "{{- '<|im_start|>system\\n' -}}\n"
@@ -17,7 +23,7 @@ const char DS_DEFAULT_CHAT_TEMPLATE[] =
     "{%- for m in messages -%}\n"
     "{%- if m.role == 'system' and loop.first -%}\n"
     "{%- elif m.role == 'user' or m.role == 'system' -%}\n"
-    "{{- '<|im_start|>' + m.role + '\\n' + m.content + '<|im_end|>\\n' -}}\n"
+    "{{- '<|im_start|>' + m.role + '\\n' -}}{{- user_text(m.content) -}}{{- '<|im_end|>\\n' -}}\n"
     "{%- elif m.role == 'assistant' -%}\n"
     "{{- '<|im_start|>assistant\\n' -}}\n"
     "{%- if loop.index0 > ns.last_user and m.reasoning_content -%}\n"

@@ -263,6 +263,14 @@ function generate() {
         {role: 'assistant', content: 'A cat plays piano.'},
         {role: 'user', content: [{type: 'image_url', image_url: {url: 'data:image/png;base64,AAAA'}}, {type: 'text', text: 'And this?'}]},
     ], {addGen: true, thinking: true});
+    // what the server gives the template for image_url parts (as vLLM does): {type: 'image'} alone,
+    // several per message and in earlier turns
+    finish('parts-images-as-served', [
+        {role: 'system', content: 'You describe images.'},
+        {role: 'user', content: [{type: 'text', text: 'Compare '}, {type: 'image'}, {type: 'text', text: ' with '}, {type: 'image'}]},
+        {role: 'assistant', content: 'The first is red.'},
+        {role: 'user', content: [{type: 'image'}, {type: 'text', text: 'And this one?'}]},
+    ], {addGen: true, thinking: false});
     finish('system-only', [{role: 'system', content: 'Only a system message.'}], {addGen: true});
     finish('empty-contents', [
         {role: 'system', content: ''},

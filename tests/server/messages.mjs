@@ -249,7 +249,7 @@ async function mainSuite() {
       [raw('POST', '/v1/messages', base({ temperature: 2 })), 400, 'invalid_request_error', /temperature/],
       [raw('POST', '/v1/messages', { model: MODEL, messages: user('x') }), 400, 'invalid_request_error', /max_tokens/],
       [raw('POST', '/v1/messages', base({ messages: [{ role: 'user', content: [{ type: 'image', source: { type: 'base64', media_type: 'image/png', data: 'AA==' } }] }] })),
-        400, 'invalid_request_error', /not supported yet/],
+        400, 'invalid_request_error', /no vision tower/],
       [raw('POST', '/v1/messages', base(), { 'x-api-key': 'wrong' }), 401, 'authentication_error', /key/],
       [raw('POST', '/v1/messages', base({ model: 'no-such-model' })), 404, 'not_found_error', /no-such-model/],
       [raw('POST', '/v1/messages/count_tokens', { model: MODEL, messages: 7 }), 400, 'invalid_request_error', /messages/],

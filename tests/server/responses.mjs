@@ -275,7 +275,7 @@ async function mainSuite() {
   });
   await t('refused inputs: 400 in OpenAI shape naming the Responses field', async () => {
     const cases = [
-      [{ input: [{ role: 'user', content: [{ type: 'input_image', image_url: 'data:,' }] }] }, 'input[0].content[0]', /images are not supported/],
+      [{ input: [{ role: 'user', content: [{ type: 'input_image', image_url: 'data:image/png;base64,AAAA' }] }] }, 'input[0].content[0].image_url', /no vision tower/],
       [{ input: [{ type: 'item_reference', id: 'msg_1' }] }, 'input[0]', /stores no items/],
       [{ input: [{ role: 'user', content: 'x' }, { type: 'function_call_output', output: 'x' }] }, 'input[1].call_id', /must be a string/],
       [{ input: [{ type: 'function_call', call_id: 'c', name: 'f', arguments: '[1]' }] }, 'input[0].arguments', /object/],

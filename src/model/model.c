@@ -427,28 +427,26 @@ ds_status ds_batch_check(const ds_model *m, const ds_kv_pool *kv, const ds_state
     return DS_OK;
 }
 
-/* The end of the run of image rows from row i0 whose embd pointers lie ld
- * floats apart (one image's rows, as the tower writes them): one copy each. */
-static int embd_run(const ds_batch *b, int i0, size_t ld) {
-    int i = i0 + 1;
+/* The next run of image rows at or after row *i1 whose embd pointers lie ld
+ * floats apart (one image's rows, as the tower writes them: one copy per
+ * run): rows [*i0, *i1). 0 when there is none. */
+static int next_image_run(const ds_batch *b, size_t ld, int *i0, int *i1) {
+    int i = *i1;
+    while (i < b->n_tokens && !b->embd[i]) i++;
+    if (i == b->n_tokens) return 0;
+    *i0 = i++;
     while (i < b->n_tokens && b->embd[i] && b->embd[i] == b->embd[i - 1] + ld) i++;
-    return i;
+    *i1 = i;
+    return 1;
 }
 
 void ds_embed_rows(ds_model *m, const ds_batch *b, float *x) {
     int H = m->cfg.n_embd;
     for (int i = 0; i < b->n_tokens; i++) m->ws.ids[i] = b->tokens[i].token;
     m->be->ops->get_rows(m->be, x, m->tok_embd, m->ws.ids, b->n_tokens);
-    if (!b->embd) return;
     size_t ld = (size_t)H * (size_t)(1 + b->n_deepstack);
-    for (int i0 = 0, i1; i0 < b->n_tokens; i0 = i1) {
-        if (!b->embd[i0]) {
-            i1 = i0 + 1;
-            continue;
-        }
-        i1 = embd_run(b, i0, ld);
+    for (int i0 = 0, i1 = 0; b->embd && next_image_run(b, ld, &i0, &i1);)
         m->be->ops->gather_rows(m->be, x + (size_t)i0 * H, H, b->embd[i0], (int)ld, NULL, i1 - i0, H);
-    }
 }
 
 /* DeepStack (Qwen3-VL): after decoder layer k, each image row's k-th part is
@@ -458,12 +456,7 @@ static void add_deepstack(ds_model *m, const ds_batch *b, int k) {
     int H = m->cfg.n_embd;
     size_t ld = (size_t)H * (size_t)(1 + b->n_deepstack);
     float *x = m->ws.x, *y = m->ws.y;
-    for (int i0 = 0, i1; i0 < b->n_tokens; i0 = i1) {
-        if (!b->embd[i0]) {
-            i1 = i0 + 1;
-            continue;
-        }
-        i1 = embd_run(b, i0, ld);
+    for (int i0 = 0, i1 = 0; next_image_run(b, ld, &i0, &i1);) {
         m->be->ops->gather_rows(m->be, y + (size_t)i0 * H, H, b->embd[i0] + (size_t)H * (size_t)(1 + k), (int)ld, NULL,
                                 i1 - i0, H);
         m->be->ops->add_rmsnorm(m->be, x + (size_t)i0 * H, y + (size_t)i0 * H, NULL, NULL, i1 - i0, H, m->cfg.rms_eps);

@@ -161,18 +161,24 @@ static ds_status read_config(ds_model_file *m, ds_err *e) {
     return DS_OK;
 }
 
-ds_status ds_model_load_gguf(ds_model_file *m, ds_err *e) {
-    ds_status s = ds_gguf_open(&m->gguf, m->path, e);
-    if (s) return s;
-    if ((s = read_config(m, e))) return s;
+ds_status ds_model_add_gguf_tensors(ds_model_file *m, ds_err *e) {
     for (uint64_t i = 0; i < m->gguf.n_tensors; i++) {
         const ds_gguf_tensor *gt = &m->gguf.tensors[i];
         ds_tensor t = {.type = gt->type, .n_dims = (int)gt->n_dims, .data = gt->data};
         snprintf(t.name, sizeof t.name, "%s", gt->name);
         for (int d = 0; d < 4; d++) t.ne[d] = gt->ne[d];
         t.nb2 = ds_dtype_row_bytes(gt->type, gt->ne[0]) * (size_t)gt->ne[1];
-        if ((s = ds_model_add_tensor(m, &t, e))) return s;
+        ds_status s = ds_model_add_tensor(m, &t, e);
+        if (s) return s;
     }
+    return DS_OK;
+}
+
+ds_status ds_model_load_gguf(ds_model_file *m, ds_err *e) {
+    ds_status s = ds_gguf_open(&m->gguf, m->path, e);
+    if (s) return s;
+    if ((s = read_config(m, e))) return s;
+    if ((s = ds_model_add_gguf_tensors(m, e))) return s;
     ds_str tmpl;
     s = ds_gguf_get_str(&m->gguf, "tokenizer.chat_template", &tmpl, e);
     if (s == DS_OK) {

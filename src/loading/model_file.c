@@ -77,7 +77,7 @@ typedef struct {
     int mtp_only;
 } validate_ctx;
 
-static void fmt_shape(char *buf, size_t n, int n_dims, const int64_t *ne) {
+void ds_tensor_shape_text(char *buf, size_t n, int n_dims, const int64_t *ne) {
     size_t off = (size_t)snprintf(buf, n, "[");
     for (int d = 0; d < n_dims && off < n; d++)
         off += (size_t)snprintf(buf + off, n - off, "%s%lld", d ? ", " : "", (long long)ne[d]);
@@ -97,8 +97,8 @@ static void validate_one(const ds_tensor_spec *s, void *arg) {
     for (int d = 0; d < 4; d++) same &= (d < t->n_dims ? t->ne[d] : 1) == s->ne[d];
     if (!same) {
         char got[96], want[96];
-        fmt_shape(got, sizeof got, t->n_dims, t->ne);
-        fmt_shape(want, sizeof want, s->n_dims, s->ne);
+        ds_tensor_shape_text(got, sizeof got, t->n_dims, t->ne);
+        ds_tensor_shape_text(want, sizeof want, s->n_dims, s->ne);
         v->status = ds_fail(v->e, DS_ECORRUPT, "%s: tensor '%s' has shape %s, the config implies %s", v->m->path,
                             s->name, got, want);
         return;

@@ -27,6 +27,10 @@ struct ds_model_file {
 
 /* Appends a tensor; the name must be unique. */
 ds_status ds_model_add_tensor(ds_model_file *m, const ds_tensor *t, ds_err *e);
+/* Adds every tensor of m->gguf (opened) as the file has it. */
+ds_status ds_model_add_gguf_tensors(ds_model_file *m, ds_err *e);
+/* "[a, b, c]": a shape for error messages. */
+void ds_tensor_shape_text(char *buf, size_t n, int n_dims, const int64_t *ne);
 /* Allocates a buffer the model frees on close. */
 void *ds_model_alloc(ds_model_file *m, size_t bytes);
 /* Replaces t->data by an F32 copy (for norms and vectors stored in 16-bit). */

@@ -141,13 +141,6 @@ typedef struct {
     int n_seen;
 } validate_ctx;
 
-static void fmt_shape(char *buf, size_t n, int n_dims, const int64_t *ne) {
-    size_t off = (size_t)snprintf(buf, n, "[");
-    for (int d = 0; d < n_dims && off < n; d++)
-        off += (size_t)snprintf(buf + off, n - off, "%s%lld", d ? ", " : "", (long long)ne[d]);
-    if (off < n) snprintf(buf + off, n - off, "]");
-}
-
 /* How a Hugging Face checkpoint calls tensor s, for messages ("" for GGUF). */
 static void hf_alias(const ds_vision_file *v, const char *name, char *buf, size_t n) {
     char hf[160];
@@ -172,8 +165,8 @@ static void validate_one(const ds_tensor_spec *s, void *arg) {
     for (int d = 0; d < 4; d++) same &= (d < t->n_dims ? t->ne[d] : 1) == s->ne[d];
     if (!same) {
         char got[96], want[96];
-        fmt_shape(got, sizeof got, t->n_dims, t->ne);
-        fmt_shape(want, sizeof want, s->n_dims, s->ne);
+        ds_tensor_shape_text(got, sizeof got, t->n_dims, t->ne);
+        ds_tensor_shape_text(want, sizeof want, s->n_dims, s->ne);
         c->status = ds_fail(c->e, DS_ECORRUPT, "%s: tensor '%s'%s has shape %s, the config implies %s", m->path,
                             s->name, alias, got, want);
         return;

@@ -168,13 +168,5 @@ ds_status ds_vision_load_gguf(ds_vision_file *v, ds_err *e) {
     ds_status s = ds_gguf_open(&m->gguf, m->path, e);
     if (s) return s;
     if ((s = read_config(&m->gguf, &v->cfg, e))) return s;
-    for (uint64_t i = 0; i < m->gguf.n_tensors; i++) {
-        const ds_gguf_tensor *gt = &m->gguf.tensors[i];
-        ds_tensor t = {.type = gt->type, .n_dims = (int)gt->n_dims, .data = gt->data};
-        snprintf(t.name, sizeof t.name, "%s", gt->name);
-        for (int d = 0; d < 4; d++) t.ne[d] = gt->ne[d];
-        t.nb2 = ds_dtype_row_bytes(gt->type, gt->ne[0]) * (size_t)gt->ne[1];
-        if ((s = ds_model_add_tensor(m, &t, e))) return s;
-    }
-    return DS_OK;
+    return ds_model_add_gguf_tensors(m, e);
 }

@@ -35,8 +35,7 @@ static uint64_t splitmix(uint64_t *s) {
     return z ^ (z >> 31);
 }
 
-/* uniform in [-1, 1) */
-static float uniform(uint64_t *s) { return (float)((double)(splitmix(s) >> 11) * (2.0 / 9007199254740992.0) - 1.0); }
+float ds_make_uniform(uint64_t *s) { return (float)((double)(splitmix(s) >> 11) * (2.0 / 9007199254740992.0) - 1.0); }
 
 static uint64_t stream_seed(uint64_t seed, const char *name, int expert) {
     uint64_t h = 1469598103934665603ull ^ seed;
@@ -61,19 +60,19 @@ void ds_make_values(const ds_model_config *cfg, const ds_tensor_spec *s, uint64_
         break;
     case DS_TK_NORM:
         /* Qwen3.5 stores zero-centred norms (scale 1 + w); Qwen3 stores the scale */
-        for (int64_t i = 0; i < n; i++) dst[i] = (cfg->arch == DS_ARCH_QWEN3 ? 1.0f : 0.0f) + 0.1f * uniform(&st);
+        for (int64_t i = 0; i < n; i++) dst[i] = (cfg->arch == DS_ARCH_QWEN3 ? 1.0f : 0.0f) + 0.1f * ds_make_uniform(&st);
         return;
     case DS_TK_VECTOR:
         if (ends_with(s->name, "ssm_a")) { /* A_log, as the model initialises it: log of U(1, 16) */
-            for (int64_t i = 0; i < n; i++) dst[i] = logf(8.5f + 7.5f * uniform(&st));
+            for (int64_t i = 0; i < n; i++) dst[i] = logf(8.5f + 7.5f * ds_make_uniform(&st));
             return;
         }
         if (ends_with(s->name, "ssm_dt.bias")) { /* inverse softplus of dt in U(0.001, 0.1) */
-            for (int64_t i = 0; i < n; i++) dst[i] = logf(expm1f(0.0505f + 0.0495f * uniform(&st)));
+            for (int64_t i = 0; i < n; i++) dst[i] = logf(expm1f(0.0505f + 0.0495f * ds_make_uniform(&st)));
             return;
         }
         if (ends_with(s->name, "ssm_norm.weight")) { /* plain weight, not zero-centred */
-            for (int64_t i = 0; i < n; i++) dst[i] = 1.0f + 0.1f * uniform(&st);
+            for (int64_t i = 0; i < n; i++) dst[i] = 1.0f + 0.1f * ds_make_uniform(&st);
             return;
         }
         amp = scale * sqrt3 / sqrtf((float)s->ne[0]);
@@ -82,7 +81,7 @@ void ds_make_values(const ds_model_config *cfg, const ds_tensor_spec *s, uint64_
         amp = scale * sqrt3 / sqrtf((float)s->ne[0]);
         break;
     }
-    for (int64_t i = 0; i < n; i++) dst[i] = amp * uniform(&st);
+    for (int64_t i = 0; i < n; i++) dst[i] = amp * ds_make_uniform(&st);
 }
 
 /* Grouped value-head order (HF: head h belongs to key head h / r) to tiled

@@ -44,6 +44,8 @@ typedef struct {
 } ds_make_options;
 
 ds_status ds_make_model(const ds_make_options *o, ds_err *e);
+/* The generator of every random weight make-model writes: uniform in [-1, 1), from a splitmix64 state. */
+float ds_make_uniform(uint64_t *state);
 
 /* The values make-model writes for a canonical tensor, in Hugging Face form
  * (zero-centred norms, A_log, grouped value heads), for tests: fills

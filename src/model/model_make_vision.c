@@ -36,15 +36,6 @@ ds_status ds_make_vision_config(const ds_make_options *o, const ds_model_config 
     return ds_vision_config_check(vc, o->shape, CLI_NAMES, e);
 }
 
-/* the same generator as the text model's weights (model_make.c) */
-static uint64_t splitmix(uint64_t *s) {
-    uint64_t z = (*s += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-}
-
-static float uniform(uint64_t *s) { return (float)((double)(splitmix(s) >> 11) * (2.0 / 9007199254740992.0) - 1.0); }
 
 int64_t ds_make_vision_elems(const ds_tensor_spec *s) { return s->ne[0] * s->ne[1] * s->ne[2] * s->ne[3]; }
 
@@ -73,7 +64,7 @@ void ds_make_vision_values(const ds_vision_config *vc, const ds_tensor_spec *s, 
         amp = scale * sqrt3 / sqrtf((float)s->ne[0]);
         break;
     }
-    for (int64_t i = 0; i < n; i++) dst[i] = base + amp * uniform(&st);
+    for (int64_t i = 0; i < n; i++) dst[i] = base + amp * ds_make_uniform(&st);
 }
 
 /* The types llama.cpp's converter gives an mmproj of file type ft: vectors

@@ -593,17 +593,23 @@ static void record_done(ds_completion *c) {   /* through settle only */
 
 /* --- start --- */
 
-static int http_fail(ds_http_error *err, int status, const char *type, const char *code, const char *param,
-                     const char *fmt, ...) __attribute__((format(printf, 6, 7)));
-static int http_fail(ds_http_error *err, int status, const char *type, const char *code, const char *param,
-                     const char *fmt, ...) {
+int ds_http_vfail(ds_http_error *err, int status, const char *type, const char *code, const char *param,
+                  const char *fmt, va_list ap) {
     err->status = status;
     err->type = type;
     err->code = code;
     snprintf(err->param, sizeof err->param, "%s", param ? param : "");
+    vsnprintf(err->message, sizeof err->message, fmt, ap);
+    return -1;
+}
+
+static int http_fail(ds_http_error *err, int status, const char *type, const char *code, const char *param,
+                     const char *fmt, ...) __attribute__((format(printf, 6, 7)));
+static int http_fail(ds_http_error *err, int status, const char *type, const char *code, const char *param,
+                     const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(err->message, sizeof err->message, fmt, ap);
+    ds_http_vfail(err, status, type, code, param, fmt, ap);
     va_end(ap);
     return -1;
 }

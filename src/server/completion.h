@@ -12,6 +12,7 @@
 #ifndef DS_COMPLETION_H
 #define DS_COMPLETION_H
 
+#include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
@@ -32,6 +33,10 @@ typedef struct {
     char param[64];
     char message[512];
 } ds_http_error;
+
+/* Fills err (status, type, code, param, the formatted message); returns -1. */
+int ds_http_vfail(ds_http_error *err, int status, const char *type, const char *code, const char *param,
+                  const char *fmt, va_list ap) __attribute__((format(printf, 6, 0)));
 
 /* Takes over *req (left zeroed). fmt: how the answer is written (answer_format.h), NULL for
  * OpenAI's chat completions and completions; api_body: the API's own request body, which the

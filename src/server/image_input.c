@@ -13,13 +13,9 @@
 
 static int fail(ds_http_error *err, const char *param, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 static int fail(ds_http_error *err, const char *param, const char *fmt, ...) {
-    err->status = 400;
-    err->type = "invalid_request_error";
-    err->code = NULL;
-    snprintf(err->param, sizeof err->param, "%s", param ? param : "");
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(err->message, sizeof err->message, fmt, ap);
+    ds_http_vfail(err, 400, "invalid_request_error", NULL, param, fmt, ap);
     va_end(ap);
     return -1;
 }

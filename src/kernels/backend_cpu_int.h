@@ -4,6 +4,8 @@
 #ifndef DS_BACKEND_CPU_INT_H
 #define DS_BACKEND_CPU_INT_H
 
+#include <math.h>
+
 #include "kernels/backend.h"
 #include "kernels/kern.h"
 #include "kernels/threadpool.h"
@@ -39,6 +41,22 @@ typedef struct {
     double prof_s[16];
     long prof_n[16];
 } cpu_backend;
+
+/* One row of a key block in an online softmax (both attention ops): the row's running maximum mx
+ * and sum, and its output accumulator o[0..width), are rescaled when the block's maximum bm raises
+ * the running one; s[0..valid) becomes exp(s - max), zero up to n for the product with V. */
+static inline void cpu_softmax_block_row(const ds_kern *kern, float *s, int valid, int n, float bm, float *mx,
+                                         float *sum, float *o, int width) {
+    float m = bm > *mx ? bm : *mx;
+    if (*mx != -INFINITY && m != *mx) {
+        float corr = expf(*mx - m);
+        *sum *= corr;
+        kern->scale(o, corr, width);
+    }
+    *mx = m;
+    *sum += kern->exp_sum(s, m, valid);
+    for (int p = valid; p < n; p++) s[p] = 0.0f;
+}
 
 static inline float *cpu_scratch(cpu_backend *cb, int ith) { return cb->scratch + (size_t)ith * cb->scratch_floats; }
 

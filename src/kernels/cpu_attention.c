@@ -143,15 +143,7 @@ static void attend(att_job *j, int b, int g, float *scratch) {
                 s[p] *= scale;
                 bm = s[p] > bm ? s[p] : bm;
             }
-            float m = bm > mx[r] ? bm : mx[r];
-            if (mx[r] != -INFINITY && m != mx[r]) {
-                float corr = expf(mx[r] - m);
-                sum[r] *= corr;
-                kern->scale(O + (size_t)r * hd, corr, hd);
-            }
-            mx[r] = m;
-            sum[r] += kern->exp_sum(s, m, valid);
-            for (int p = valid; p < np; p++) s[p] = 0.0f;
+            cpu_softmax_block_row(kern, s, valid, np, bm, &mx[r], &sum[r], O + (size_t)r * hd, hd);
         }
         kern->gemm_acc(O, hd, S, np, V, hd, rows, nk, hd, 1.0f);
     }

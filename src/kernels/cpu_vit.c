@@ -76,16 +76,8 @@ static void attend(vit_job *j, int qt, int h, float *scratch) {
         memset(S, 0, (size_t)rows * nkp * sizeof(float));
         kern->gemm_acc(S, nkp, Q, 3 * D, KT + p0, j->np, rows, hd, nkp, scale);
         for (int r = 0; r < rows; r++) {
-            float *s = S + (size_t)r * nkp, bm = kern->max(s, nk);
-            float m = bm > mx[r] ? bm : mx[r];
-            if (mx[r] != -INFINITY && m != mx[r]) {
-                float corr = expf(mx[r] - m);
-                sum[r] *= corr;
-                kern->scale(O + (size_t)r * hdp, corr, hdp);
-            }
-            mx[r] = m;
-            sum[r] += kern->exp_sum(s, m, nk);
-            for (int p = nk; p < nkp; p++) s[p] = 0.0f;
+            float *s = S + (size_t)r * nkp;
+            cpu_softmax_block_row(kern, s, nk, nkp, kern->max(s, nk), &mx[r], &sum[r], O + (size_t)r * hdp, hdp);
         }
         kern->gemm_acc(O, hdp, S, nkp, V + (size_t)p0 * hdp, hdp, rows, nk, hdp, 1.0f);
     }

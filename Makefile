@@ -9,7 +9,8 @@
 CC      ?= gcc
 BUILD   ?= build
 SAN     ?= 0
-PKGS    := jansson libpcre2-8 libutf8proc libmicrohttpd libcurl nettle libjpeg libpng libwebp libwebpdemux libexif
+PKGS    := jansson libpcre2-8 libutf8proc libmicrohttpd libcurl nettle libjpeg libpng libwebp libwebpdemux libexif \
+           libzmq msgpack
 CFLAGS_BASE := -std=c17 -D_GNU_SOURCE -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes \
                -Wno-unused-parameter -fno-strict-aliasing -g -Isrc \
                $(shell pkg-config --cflags $(PKGS) 2>/dev/null)

@@ -6,7 +6,8 @@
 set -euo pipefail
 
 debs=(gcc make pkg-config libjansson-dev libpcre2-dev libutf8proc-dev libmicrohttpd-dev libcurl4-openssl-dev
-      libjpeg62-turbo-dev libpng-dev libwebp-dev libgif-dev libexif-dev nettle-dev python3-pil python3 python3-numpy python3-jsonschema nodejs
+      libjpeg62-turbo-dev libpng-dev libwebp-dev libgif-dev libexif-dev nettle-dev libzmq3-dev libmsgpack-dev
+      python3-pil python3 python3-numpy python3-jsonschema python3-zmq python3-msgpack python3-cbor2 python3-yaml nodejs
       bsdutils) # bsdutils: `script`, a terminal for the progress-bar test
 # Debian's npm is a package of its own; other builds of nodejs bring npm with them
 command -v npm >/dev/null 2>&1 || debs+=(npm)

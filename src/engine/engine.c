@@ -404,6 +404,8 @@ void ds_engine_stop(ds_engine *g) {
     pthread_mutex_unlock(&g->mu);
 }
 
+int ds_engine_kv_block_size(const ds_engine *g) { return g->hybrid ? g->p.checkpoint_interval : g->p.page_size; }
+
 void ds_engine_stats_get(ds_engine *g, ds_engine_stats *st) {
     pthread_mutex_lock(&g->mu);
     *st = g->stats;

@@ -47,6 +47,10 @@ typedef struct {
     size_t spec_state_bytes;    /* DeltaNet verify records (k+1 per speculating sequence) */
     int spec_max_batch;         /* no request drafts while more sequences than this run (0: no limit):
                                  * batched decode is compute-bound, so verifying stops paying */
+    /* KV events for a router (kv_events.h): NULL: none. With a queue, checkpoints sit only at multiples of
+     * the event block (ds_engine_kv_block_size) and a request resumes only where every block before it is
+     * announced, so that what the router predicts is what a request reuses. */
+    struct ds_kv_event_queue *kv_events;
     int check_invariants;       /* 1: ds_engine_check_invariants after every step, abort() when one is broken
                                  * (also with $DS_CHECK_INVARIANTS=1; for tests: it costs a pass over the pools) */
 } ds_engine_params;
@@ -208,6 +212,11 @@ void ds_engine_run(ds_engine *eng);
 void ds_engine_stop(ds_engine *eng);
 
 void ds_engine_stats_get(ds_engine *eng, ds_engine_stats *st);
+
+/* Tokens per block of the KV events and of vllm:cache_config_info: the page
+ * size for a model without DeltaNet layers (any page can be resumed), else
+ * the checkpoint interval (a request resumes only at a checkpoint). */
+int ds_engine_kv_block_size(const ds_engine *eng);
 
 /* Checks the engine's bookkeeping (engine thread, between steps): reference
  * counts of KV pages and checkpoint slots equal their holders (running

@@ -71,6 +71,9 @@ void ds_server_defaults(ds_server_config *c) {
     c->max_images = DS_DEFAULT_MAX_IMAGES;
     c->vision_bytes = DS_DEFAULT_VISION_BYTES;
     c->media_timeout_s = 10.0;
+    c->kv_events_queue_bytes = (size_t)16 << 20;
+    c->data_parallel_size = 1;
+    c->data_parallel_rank = -1;
 }
 
 /* --- responses --- */

@@ -59,6 +59,14 @@ typedef struct {
     const char *allowed_local_media_path;  /* file:// URLs under this directory; NULL: refused */
     const char *allowed_media_domains;     /* http(s) URLs from these hosts (comma list, "*"); NULL: refused */
     double media_timeout_s;       /* --media-timeout: an http(s) image fetch, at most */
+    /* past one machine (README "Scaling out") */
+    const char *kv_events_endpoint;         /* --kv-events-endpoint: ZeroMQ PUB to bind; NULL: no KV events */
+    const char *kv_events_replay_endpoint;  /* --kv-events-replay-endpoint: ROUTER to bind; NULL: no replay */
+    int kv_events_array;                    /* --kv-events-format array: the older positional events */
+    size_t kv_events_queue_bytes;           /* the engine-to-publisher ring */
+    int data_parallel_size;                 /* --data-parallel N: N engines (processes) on one port; 1: one */
+    int data_parallel_rank;                 /* this process's rank, 0..N-1 (events, metrics); -1: not data parallel */
+    int reuse_port;                         /* SO_REUSEPORT on the listening socket (data parallel) */
 } ds_server_config;
 
 void ds_server_defaults(ds_server_config *c);

@@ -16,7 +16,15 @@
  *   - the first event is AllBlocksCleared; stored blocks carry real token
  *     ids (image pads, never the cache's image keys) and block_size tokens;
  *   - an engine with KV events on a hybrid model refuses a checkpoint
- *     interval of 0, naming it.
+ *     interval of 0, naming it;
+ *   - the prefix trie alone, step by step: a block whose checkpoint comes
+ *     after the one below it is announced then, both in order; events carry
+ *     the real tokens and each image touching the block once; eviction
+ *     drops an unannounced checkpoint first and never withdraws more than
+ *     one block at a time; a BlockStored that finds the ring full waits and
+ *     goes out at a flush, unused until then; a dropped BlockRemoved makes
+ *     every block unused until a flush sends AllBlocksCleared and the blocks
+ *     again, parents first.
  * Every engine checks its invariants after every step. */
 #include <stdint.h>
 #include <stdlib.h>
@@ -25,6 +33,7 @@
 
 #include "engine/engine.h"
 #include "engine/kv_events.h"
+#include "engine/prefix_cache.h"
 #include "model/model_make.h"
 #include "testing.h"
 
@@ -468,9 +477,216 @@ static void test_refuses_interval_zero(void) {
     rig_close(&rg);
 }
 
+/* --- the trie alone (page 4, block 8) --- */
+
+typedef struct {
+    ds_id_pool pages, ckpts;
+    ds_prefix_cache *c;
+    ds_kv_event_queue *q;
+    int32_t holds_p[64], holds_c[16];
+} trie;
+
+static int trie_open(trie *t, size_t ring) {
+    memset(t, 0, sizeof *t);
+    if (ds_id_pool_init(&t->pages, 0, 64) || ds_id_pool_init(&t->ckpts, 100, 16)) return -1;
+    t->c = ds_prefix_cache_new(4, 64, &t->pages, &t->ckpts, 1);
+    t->q = ds_kv_event_queue_new(ring);
+    return t->c && t->q && ds_prefix_events_on(t->c, t->q, 8) == 0 ? 0 : -1;
+}
+
+static void trie_close(trie *t) {
+    ds_prefix_cache_free(t->c);
+    ds_kv_event_queue_free(t->q);
+    ds_id_pool_free(&t->pages);
+    ds_id_pool_free(&t->ckpts);
+}
+
+/* A finished prefill of n_pages pages of keys with a checkpoint after ckpt_pos tokens (0: none). */
+static void trie_insert(trie *t, const int32_t *keys, int n_pages, int ckpt_pos, const ds_prefix_origin *o) {
+    int32_t pages[16];
+    for (int i = 0; i < n_pages; i++) pages[i] = ds_id_get(&t->pages);
+    ds_prefix_origin plain = {.tokens = keys};
+    ds_prefix_insert(t->c, keys, n_pages, pages, ckpt_pos ? ds_id_get(&t->ckpts) : -1, ckpt_pos, o ? o : &plain);
+    for (int i = 0; i < n_pages; i++) ds_id_unref(&t->pages, pages[i]);
+}
+
+static int trie_lookup(trie *t, const int32_t *keys, int n) {
+    int32_t pages[16];
+    int ckpt;
+    int hit = ds_prefix_lookup(t->c, keys, n, pages, &ckpt);
+    for (int i = 0; i < hit / 4; i++) ds_id_unref(&t->pages, pages[i]);
+    return hit;
+}
+
+static int trie_ok(trie *t, char *why, size_t n) {
+    memset(t->holds_p, 0, sizeof t->holds_p);
+    memset(t->holds_c, 0, sizeof t->holds_c);
+    ds_err e = {0};
+    if (ds_prefix_check(t->c, t->holds_p, t->holds_c, &e) == DS_OK) return 1;
+    snprintf(why, n, "%s", e.msg);
+    return 0;
+}
+
+typedef struct {
+    int type, has_parent, n_tokens, n_extra;
+    uint64_t hash, parent;
+    int32_t tokens[8];
+    uint8_t extra0[2];          /* first byte of each image hash */
+} seen_event;
+
+static int pop_all(trie *t, seen_event *out, int max) {
+    ds_kv_event ev;
+    int n = 0;
+    while (ds_kv_event_pop(t->q, &ev))
+        if (n < max) {
+            seen_event *s = &out[n++];
+            memset(s, 0, sizeof *s);
+            s->type = ev.type, s->has_parent = ev.has_parent, s->n_tokens = ev.n_tokens, s->n_extra = ev.n_extra;
+            s->hash = ev.hash, s->parent = ev.parent_hash;
+            for (int i = 0; i < ev.n_tokens && i < 8; i++) s->tokens[i] = ev.tokens[i];
+            for (int i = 0; i < ev.n_extra && i < 2; i++) s->extra0[i] = ev.extra[i][0];
+        }
+    return n;
+}
+
+static void test_trie_announces_in_order(void) {
+    trie t;
+    REQUIRE(trie_open(&t, 1 << 14) == 0, "trie");
+    seen_event ev[32];
+    char why[700];
+    int n = pop_all(&t, ev, 32);
+    CHECK(n == 1 && ev[0].type == DS_KV_ALL_CLEARED, "%d events first, the first of type %d", n, ev[0].type);
+    int32_t keys[32];
+    for (int i = 0; i < 32; i++) keys[i] = 100 + i;
+    /* blocks 1 and 2, a checkpoint at the end of 2 only: nothing can resume, nothing is announced */
+    trie_insert(&t, keys, 4, 16, NULL);
+    CHECK(pop_all(&t, ev, 32) == 0, "a block announced though the block before it has no checkpoint");
+    CHECK(trie_lookup(&t, keys, 32) == 0, "a lookup resumed at an unannounced block");
+    REQUIRE(trie_ok(&t, why, sizeof why), "%s", why);
+    /* block 1's checkpoint comes: both are announced, in order */
+    trie_insert(&t, keys, 2, 8, NULL);
+    n = pop_all(&t, ev, 32);
+    REQUIRE(n == 2, "%d events, not 2", n);
+    CHECK(ev[0].type == DS_KV_BLOCK_STORED && !ev[0].has_parent && ev[0].n_tokens == 8 && ev[0].tokens[0] == 100,
+          "block 1: type %d, parent %d, %d tokens from %d", ev[0].type, ev[0].has_parent, ev[0].n_tokens,
+          ev[0].tokens[0]);
+    CHECK(ev[1].type == DS_KV_BLOCK_STORED && ev[1].has_parent && ev[1].parent == ev[0].hash &&
+          ev[1].tokens[0] == 108 && ev[1].hash != ev[0].hash, "block 2 does not follow block 1");
+    uint64_t block1 = ev[0].hash;
+    CHECK(trie_lookup(&t, keys, 17) == 16 && trie_lookup(&t, keys, 16) == 8, "lookups resume at %d and %d",
+          trie_lookup(&t, keys, 17), trie_lookup(&t, keys, 16));
+    REQUIRE(trie_ok(&t, why, sizeof why), "%s", why);
+    /* a branch off block 1, and a chain whose first block has no checkpoint (its second can never be used) */
+    int32_t branch[16], orphan[16];
+    for (int i = 0; i < 16; i++) branch[i] = i < 8 ? keys[i] : 200 + i, orphan[i] = 300 + i;
+    trie_insert(&t, branch, 4, 16, NULL);
+    trie_insert(&t, orphan, 4, 16, NULL);
+    n = pop_all(&t, ev, 32);
+    CHECK(n == 1 && ev[0].has_parent && ev[0].parent == block1 && ev[0].tokens[0] == 208, "%d events for the branch",
+          n);
+    /* four checkpoints: the orphan goes first, withdrawing nothing; then one block per eviction */
+    int removed_total = 0;
+    for (int k = 0; k < 4; k++) {
+        REQUIRE(ds_prefix_evict_checkpoint(t.c) == 1, "eviction %d", k);
+        n = pop_all(&t, ev, 32);
+        CHECK(k == 0 ? n == 0 : n == 1 && ev[0].type == DS_KV_BLOCK_REMOVED, "eviction %d withdrew %d blocks", k, n);
+        removed_total += n;
+        REQUIRE(trie_ok(&t, why, sizeof why), "%s", why);
+    }
+    CHECK(removed_total == 3 && trie_lookup(&t, keys, 32) == 0, "%d withdrawn", removed_total);
+    CHECK(ds_prefix_evict_checkpoint(t.c) == 0, "a fifth checkpoint");
+    trie_close(&t);
+}
+
+static void test_trie_images_and_real_tokens(void) {
+    trie t;
+    REQUIRE(trie_open(&t, 1 << 14) == 0, "trie");
+    seen_event ev[8];
+    pop_all(&t, ev, 8);
+    /* image A at [6, 10) spans blocks 1 and 2 (and pages 1, 2), image B at [12, 14) */
+    int32_t real[16], keys[16];
+    uint8_t ha[32], hb[32];
+    memset(ha, 0xA0, sizeof ha);
+    memset(hb, 0xB0, sizeof hb);
+    for (int i = 0; i < 16; i++) real[i] = keys[i] = 10 + i;
+    for (int i = 6; i < 10; i++) real[i] = PAD, keys[i] = -1000 - i;
+    for (int i = 12; i < 14; i++) real[i] = PAD, keys[i] = -2000 - i;
+    ds_prefix_image ims[2] = {{6, 4, ha}, {12, 2, hb}};
+    ds_prefix_origin o = {.tokens = real, .images = ims, .n_images = 2};
+    trie_insert(&t, keys, 2, 8, &o);
+    trie_insert(&t, keys, 4, 16, &o);
+    int n = pop_all(&t, ev, 8);
+    REQUIRE(n == 2, "%d events", n);
+    CHECK(ev[0].tokens[6] == PAD && ev[0].tokens[7] == PAD && ev[0].tokens[5] == 15, "block 1's tokens are not the "
+                                                                                     "real ones: %d %d %d",
+          ev[0].tokens[5], ev[0].tokens[6], ev[0].tokens[7]);
+    CHECK(ev[0].n_extra == 1 && ev[0].extra0[0] == 0xA0, "block 1: %d images", ev[0].n_extra);
+    CHECK(ev[1].n_extra == 2 && ev[1].extra0[0] == 0xA0 && ev[1].extra0[1] == 0xB0, "block 2: %d images",
+          ev[1].n_extra);
+    CHECK(ev[1].tokens[0] == PAD && ev[1].tokens[4] == PAD && ev[1].tokens[3] == 21, "block 2's tokens");
+    trie_close(&t);
+}
+
+static void test_trie_full_ring(void) {
+    trie t;
+    REQUIRE(trie_open(&t, 4096) == 0, "trie");
+    seen_event ev[64];
+    char why[700];
+    pop_all(&t, ev, 64);
+    int32_t a[16], b[16];
+    for (int i = 0; i < 16; i++) a[i] = 100 + i, b[i] = 400 + i;
+    trie_insert(&t, a, 2, 8, NULL);
+    trie_insert(&t, a, 4, 16, NULL);
+    CHECK(pop_all(&t, ev, 64) == 2, "chain a");
+    ds_kv_event filler = {.type = DS_KV_BLOCK_REMOVED, .hash = 1};
+    while (ds_kv_event_push(t.q, &filler)) {}
+    /* a resumable block with no room for its BlockStored: waits, unused */
+    trie_insert(&t, b, 2, 8, NULL);
+    CHECK(trie_lookup(&t, b, 9) == 0 && ds_prefix_events_pending(t.c), "a block used before it was announced");
+    REQUIRE(trie_ok(&t, why, sizeof why), "%s", why);
+    ds_prefix_events_flush(t.c);
+    pop_all(&t, ev, 64);
+    ds_prefix_events_flush(t.c);
+    int n = pop_all(&t, ev, 64);
+    CHECK(n == 1 && ev[0].type == DS_KV_BLOCK_STORED && ev[0].tokens[0] == 400 && trie_lookup(&t, b, 9) == 8 &&
+          !ds_prefix_events_pending(t.c), "the waiting block: %d events", n);
+    /* a withdrawal into a full ring is dropped: nothing is used until AllBlocksCleared and the blocks again */
+    while (ds_kv_event_push(t.q, &filler)) {}
+    ds_kv_event_counts c0, c1;
+    ds_kv_event_counts_get(t.q, &c0);
+    REQUIRE(ds_prefix_evict_checkpoint(t.c) == 1, "eviction");
+    ds_kv_event_counts_get(t.q, &c1);
+    CHECK(c1.dropped == c0.dropped + 1, "the withdrawal was not dropped");
+    CHECK(trie_lookup(&t, a, 17) == 0 && trie_lookup(&t, b, 9) == 0 && ds_prefix_events_pending(t.c),
+          "a block used while the router's picture is wrong");
+    REQUIRE(trie_ok(&t, why, sizeof why), "%s", why);
+    ds_prefix_events_flush(t.c); /* still full: nothing */
+    pop_all(&t, ev, 64);
+    ds_prefix_events_flush(t.c);
+    n = pop_all(&t, ev, 64);
+    REQUIRE(n >= 2 && ev[0].type == DS_KV_ALL_CLEARED, "%d events after the flush, the first of type %d", n,
+            ev[0].type);
+    int stored = 0;
+    for (int i = 1; i < n; i++) {
+        int parent_seen = !ev[i].has_parent;
+        for (int j = 1; j < i; j++) parent_seen |= ev[j].hash == ev[i].parent;
+        CHECK(ev[i].type == DS_KV_BLOCK_STORED && parent_seen, "event %d: type %d, parent seen %d", i, ev[i].type,
+              parent_seen);
+        stored++;
+    }
+    /* two of the three checkpoints are left: what they make resumable is announced again, and used */
+    int hits = (trie_lookup(&t, a, 17) == 16) + (trie_lookup(&t, a, 9) == 8) + (trie_lookup(&t, b, 9) == 8);
+    CHECK(stored == 2 && hits >= 2, "%d blocks announced again, %d lookups hit", stored, hits);
+    REQUIRE(trie_ok(&t, why, sizeof why), "%s", why);
+    trie_close(&t);
+}
+
 int main(void) {
     snprintf(tmpdir, sizeof tmpdir, "/tmp/ds-kvev-XXXXXX");
     if (!mkdtemp(tmpdir)) return 1;
+    RUN(test_trie_announces_in_order);
+    RUN(test_trie_images_and_real_tokens);
+    RUN(test_trie_full_ring);
     RUN(test_refuses_interval_zero);
     RUN(test_hybrid_predicted);
     RUN(test_attention_only_predicted);

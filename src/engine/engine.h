@@ -49,7 +49,8 @@ typedef struct {
                                  * batched decode is compute-bound, so verifying stops paying */
     /* KV events for a router (kv_events.h): NULL: none. With a queue, checkpoints sit only at multiples of
      * the event block (ds_engine_kv_block_size) and a request resumes only where every block before it is
-     * announced, so that what the router predicts is what a request reuses. */
+     * announced, so that what the router predicts is what a request reuses (prefix_cache.h, notes 4-8).
+     * A hybrid model then needs a checkpoint interval (0 is refused). */
     struct ds_kv_event_queue *kv_events;
     int check_invariants;       /* 1: ds_engine_check_invariants after every step, abort() when one is broken
                                  * (also with $DS_CHECK_INVARIANTS=1; for tests: it costs a pass over the pools) */
@@ -225,7 +226,8 @@ int ds_engine_kv_block_size(const ds_engine *eng);
  * sequence holds a slot twice, waiting requests hold nothing, the request
  * lists agree with their counts, vision jobs (one per running request at
  * most) hold exactly the vision budget's use, within it, and the prefix
- * trie's own invariants (prefix_cache.c). DS_ECORRUPT names the first broken invariant. */
+ * trie's own invariants (prefix_cache.c: T1-T6, and with KV events A1-A4: what is announced can be
+ * resumed from, and what can be is announced unless a flush is due). DS_ECORRUPT names the first broken invariant. */
 ds_status ds_engine_check_invariants(ds_engine *eng, ds_err *e);
 /* Test hook: the next forward call of the request with this id fails
  * (DS_FAULT_ANY, from any thread; ds_request_params.fault chooses the phase). */

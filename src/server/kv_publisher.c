@@ -8,9 +8,10 @@
  * subscriber that falls past its high-water mark.
  *
  * Replay keeps the last replay_batches payloads, at most REPLAY_BYTES in all,
- * in a fixed ring; a request [id, "", start] is answered with every kept batch
- * from `start` on, [id, "", seq, payload], then vLLM's end marker
- * [id, "", seq -1, ""]. */
+ * in a fixed ring; a request [id, "", start] is answered as vLLM's publisher
+ * answers it today (and llm-d's subscriber requires): every kept batch from
+ * `start` on as [id, "", topic, seq, payload], then the end marker
+ * [id, "", "", seq -1, ""]. (Older vLLM sent [id, "", seq, payload].) */
 #include "server/kv_publisher.h"
 
 #include <errno.h>
@@ -99,8 +100,9 @@ static void send_batch(ds_kv_publisher *p) {
     zmq_send(p->pub, seq_be, 8, ZMQ_SNDMORE | ZMQ_DONTWAIT);
     zmq_send(p->pub, payload, len, ZMQ_DONTWAIT);
     keep_for_replay(p, seq, payload, len);
-    atomic_fetch_add(&p->events_sent, (uint64_t)n);
+    /* the sequence first: whoever sees every queued event sent (stats) sees the last sequence too */
     atomic_store(&p->batches_sent, seq + 1);
+    atomic_fetch_add(&p->events_sent, (uint64_t)n);
     ds_kv_batch_reset(p->batch);
 }
 
@@ -142,17 +144,20 @@ static void serve_replay(ds_kv_publisher *p) {
         const void *id = zmq_msg_data(&part[0]);
         size_t id_len = zmq_msg_size(&part[0]);
         unsigned char seq_be[8];
+        size_t topic_len = strlen(p->topic);
         for (int i = 0; i < p->n_kept; i++) {
             const kept_batch *k = &p->kept[(p->kept_first + i) % p->n_kept_max];
             if (k->seq < start) continue;
             put_be64(seq_be, k->seq);
             zmq_send(p->replay, id, id_len, ZMQ_SNDMORE | ZMQ_DONTWAIT);
             zmq_send(p->replay, "", 0, ZMQ_SNDMORE | ZMQ_DONTWAIT);
+            zmq_send(p->replay, p->topic, topic_len, ZMQ_SNDMORE | ZMQ_DONTWAIT);
             zmq_send(p->replay, seq_be, 8, ZMQ_SNDMORE | ZMQ_DONTWAIT);
             zmq_send(p->replay, k->data, k->len, ZMQ_DONTWAIT);
         }
         put_be64(seq_be, UINT64_MAX);   /* -1 as a signed 64-bit number: the end */
         zmq_send(p->replay, id, id_len, ZMQ_SNDMORE | ZMQ_DONTWAIT);
+        zmq_send(p->replay, "", 0, ZMQ_SNDMORE | ZMQ_DONTWAIT);
         zmq_send(p->replay, "", 0, ZMQ_SNDMORE | ZMQ_DONTWAIT);
         zmq_send(p->replay, seq_be, 8, ZMQ_SNDMORE | ZMQ_DONTWAIT);
         zmq_send(p->replay, "", 0, ZMQ_DONTWAIT);
@@ -199,12 +204,6 @@ static void close_all(ds_kv_publisher *p) {
     free(p);
 }
 
-/* vLLM's rule: an endpoint with a wildcard ("*", "::") or a local transport is bound, any other is
- * connected to (a subscriber that binds, as a central indexer does). */
-static int binds(const char *ep) {
-    return strchr(ep, '*') || strstr(ep, "::") || !strncmp(ep, "ipc://", 6) || !strncmp(ep, "inproc://", 9);
-}
-
 ds_status ds_kv_publisher_start(ds_kv_event_queue *q, const ds_kv_publisher_params *prm, ds_kv_publisher **out,
                                 ds_err *e) {
     *out = NULL;
@@ -223,7 +222,7 @@ ds_status ds_kv_publisher_start(ds_kv_event_queue *q, const ds_kv_publisher_para
     int hwm = SEND_HWM;
     p->pub = zmq_socket(p->ctx, ZMQ_PUB);
     if (!p->pub || zmq_setsockopt(p->pub, ZMQ_SNDHWM, &hwm, sizeof hwm) != 0 ||
-        (binds(prm->endpoint) ? zmq_bind(p->pub, prm->endpoint) : zmq_connect(p->pub, prm->endpoint)) != 0) {
+        zmq_bind(p->pub, prm->endpoint) != 0) {
         ds_status st = ds_fail(e, DS_EINVAL, "--kv-events-endpoint %s: %s%s", prm->endpoint, zmq_strerror(zmq_errno()),
                                zmq_errno() == EADDRINUSE ? " (another process has this port)" : "");
         close_all(p);
@@ -264,8 +263,9 @@ void ds_kv_publisher_stop(ds_kv_publisher *p) {
 void ds_kv_publisher_stats_get(ds_kv_publisher *p, ds_kv_publisher_stats *s) {
     ds_kv_event_counts c;
     ds_kv_event_counts_get(p->q, &c);
-    s->batches_sent = atomic_load(&p->batches_sent);
     s->events_sent = atomic_load(&p->events_sent);
+    s->batches_sent = atomic_load(&p->batches_sent);
+    s->events_queued = c.pushed;
     s->events_dropped = c.dropped + atomic_load(&p->events_lost);
 }
 

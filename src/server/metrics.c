@@ -179,6 +179,9 @@ void ds_metrics_render(ds_metrics *m, const ds_engine_stats *st, const char *mod
     if (m->kv_pub) {   /* KV events for routers (--kv-events-endpoint) */
         ds_kv_publisher_stats ks;
         ds_kv_publisher_stats_get(m->kv_pub, &ks);
+        metric(o, "deltaserve:kv_events_queued_total", "counter",
+               "KV cache events the engine queued for the publisher (sent or in flight).", lbl,
+               (double)ks.events_queued);
         metric(o, "deltaserve:kv_events_published_total", "counter",
                "KV cache events of the engine sent to subscribers (BlockStored, BlockRemoved, AllBlocksCleared).",
                lbl, (double)ks.events_sent);

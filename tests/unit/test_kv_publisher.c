@@ -246,7 +246,7 @@ static uint64_t be64(const void *d) {
     return v;
 }
 
-/* receives one multipart message of at most 4 parts into parts/lens (ms: poll limit); returns parts */
+/* receives one multipart message of at most max parts (ms: poll limit); returns the parts */
 static int recv_parts(void *sock, zmq_msg_t *parts, int max, int ms) {
     zmq_pollitem_t it = {.socket = sock, .events = ZMQ_POLLIN};
     if (zmq_poll(&it, 1, ms) <= 0) return 0;
@@ -264,24 +264,27 @@ static void close_parts(zmq_msg_t *parts, int n) {
     for (int i = 0; i < n; i++) zmq_msg_close(&parts[i]);
 }
 
-/* sends a replay request from `start` and collects the answer; returns the batches before the end marker, or -1 */
-static int replay(void *dealer, uint64_t start, uint64_t *seqs, int max) {
+/* sends a replay request from `start` and collects the answer, each [topic, seq, payload] after the
+ * empty frame; returns the batches before the end marker ["", -1, ""], or -1 for anything else */
+static int replay(void *dealer, const char *topic, uint64_t start, uint64_t *seqs, int max) {
     unsigned char s8[8];
     for (int i = 0; i < 8; i++) s8[i] = (unsigned char)(start >> (56 - 8 * i));
     zmq_send(dealer, "", 0, ZMQ_SNDMORE);
     zmq_send(dealer, s8, 8, 0);
     int n = 0;
     for (;;) {
-        zmq_msg_t m[4];
-        int k = recv_parts(dealer, m, 4, 20000);
-        if (k != 3 || zmq_msg_size(&m[0]) != 0 || zmq_msg_size(&m[1]) != 8) {
+        zmq_msg_t m[5];
+        int k = recv_parts(dealer, m, 5, 20000);
+        if (k != 4 || zmq_msg_size(&m[0]) != 0 || zmq_msg_size(&m[2]) != 8) {
             close_parts(m, k);
             return -1;
         }
-        uint64_t seq = be64(zmq_msg_data(&m[1]));
-        size_t len = zmq_msg_size(&m[2]);
+        uint64_t seq = be64(zmq_msg_data(&m[2]));
+        size_t topic_len = zmq_msg_size(&m[1]), len = zmq_msg_size(&m[3]);
+        int topic_ok = topic_len == strlen(topic) && !memcmp(zmq_msg_data(&m[1]), topic, topic_len);
         close_parts(m, k);
-        if (seq == UINT64_MAX) return len == 0 ? n : -1;   /* vLLM's end: seq -1, an empty payload */
+        if (seq == UINT64_MAX) return len == 0 && topic_len == 0 ? n : -1;   /* the end: "", seq -1, "" */
+        if (!topic_ok) return -1;
         if (n < max) seqs[n] = seq;
         n++;
     }
@@ -379,17 +382,17 @@ static void publisher_flow(void) {
     CHECK(s.batches_sent >= 6, "batches %llu", (unsigned long long)s.batches_sent);
     /* replay keeps the last 3 batches: from 0 it answers those, then the end marker */
     uint64_t seqs[8];
-    int n = replay(dealer, 0, seqs, 8);
+    int n = replay(dealer, p.topic, 0, seqs, 8);
     CHECK(n == 3 && seqs[0] == s.batches_sent - 3 && seqs[2] == s.batches_sent - 1,
           "replay from 0: the last three batches (%d)", n);
-    n = replay(dealer, s.batches_sent - 1, seqs, 8);
+    n = replay(dealer, p.topic, s.batches_sent - 1, seqs, 8);
     CHECK(n == 1 && seqs[0] == s.batches_sent - 1, "replay from the last: one batch (%d)", n);
-    n = replay(dealer, s.batches_sent + 5, seqs, 8);
+    n = replay(dealer, p.topic, s.batches_sent + 5, seqs, 8);
     CHECK(n == 0, "replay from the future: only the end marker (%d)", n);
     /* a malformed request gets nothing; the next good one is still answered */
     zmq_send(dealer, "", 0, ZMQ_SNDMORE);
     zmq_send(dealer, "abc", 3, 0);
-    n = replay(dealer, s.batches_sent - 1, seqs, 8);
+    n = replay(dealer, p.topic, s.batches_sent - 1, seqs, 8);
     CHECK(n == 1, "after a malformed request (%d)", n);
     while (last + 1 < s.batches_sent) {   /* the subscriber reads the clears off */
         zmq_msg_t m[4];

@@ -86,7 +86,7 @@ static void usage(FILE *f) {
             "                         seconds after their first byte (default 10; slow clients)\n"
             "  --drain-timeout S      on SIGTERM, seconds running requests get to finish (default 60);\n"
             "                         a second SIGTERM or SIGINT ends them at once, with an error\n"
-            "KV events for a prefix-aware router (README: Scaling out):\n"
+            "KV events for a prefix-aware router (README: KV events):\n"
             "  --kv-events-endpoint EP\n"
             "                         publish the prefix cache's blocks on a ZeroMQ PUB socket bound\n"
             "                         there, in vLLM's format (e.g. tcp://*:5557; default: off)\n"

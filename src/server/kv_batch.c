@@ -8,6 +8,7 @@
 #include <msgpack.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 typedef struct {
     ds_kv_event_type type;      /* 0: no open event */
@@ -53,6 +54,12 @@ void ds_kv_batch_free(ds_kv_batch *b) {
     free(b->run.tokens);
     free(b->run.extra);
     free(b);
+}
+
+static double now_seconds(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_REALTIME, &t);
+    return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
 }
 
 /* grows *p to hold `need` items of `size` bytes; 0, or -1 when out of memory */
@@ -187,7 +194,7 @@ int ds_kv_batch_add(ds_kv_batch *b, const ds_kv_event *ev) {
     if (n_ext) memcpy(o->extra + o->n_extra_all, ev->extra, (size_t)n_ext * sizeof *o->extra);
     o->n_tokens += (size_t)n_tok;
     o->n_extra_all += (size_t)n_ext;
-    if (!b->n_added++) b->ts = ev->time;
+    if (!b->n_added++) b->ts = ev->time > 0 ? ev->time : now_seconds();
     /* a clear has nothing to merge with */
     if (ev->type == DS_KV_ALL_CLEARED && close_run(b) != 0) return -1;
     return 0;

@@ -41,7 +41,7 @@ int ds_kv_batch_count(const ds_kv_batch *b);
 size_t ds_kv_batch_bytes(const ds_kv_batch *b);
 
 /* The payload: [ts, [events...], rank or nil] (rank < 0: nil); ts is the time of the first event
- * added. *out stays valid until the next call on b. Returns 0, or -1 when out of memory. */
+ * added (now, for an event without a time). *out stays valid until the next call on b. Returns 0, or -1 when out of memory. */
 int ds_kv_batch_encode(ds_kv_batch *b, int data_parallel_rank, const char **out, size_t *len);
 /* Empties the batch for the next one. */
 void ds_kv_batch_reset(ds_kv_batch *b);

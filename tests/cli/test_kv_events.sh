@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
 # test_kv_events.sh - `deltaserve serve --kv-events-endpoint`, as a router sees it.
 #
-# Starts the server on the tiny default model with KV events and a replay
+# Starts the server on the tiny model (make-model --shape tiny) with KV events and a replay
 # socket (each on a port zmq picks, read back from the start-up line), in the
 # map form and then the older array form, and runs kv_events_client.py against
 # it: topic, consecutive sequence numbers, payload shape, every field of every
 # event, chains against the prompts' tokens, replay from a sequence and its end
-# marker, /metrics. Then a second server on the first one's busy KV events
+# marker, /metrics. A wildcard --host puts $POD_IP in the topic. Then a second
+# server on the first one's busy KV events
 # port must refuse to start (exit 1, one line naming the endpoint and zmq's
 # reason), as must a malformed endpoint and --kv-events-format other than map
 # or array (exit 2).
@@ -24,13 +25,18 @@ ok() { echo "ok $1"; passed=$((passed + 1)); }
 bad() { echo "FAIL $1: $2"; failed=$((failed + 1)); }
 . "$HERE/server_ready.sh"
 BLOCK=64
+model="$DS_TMP/tiny.gguf"   # the tiny model, as the other server tests make it (shared with them)
+[ -f "$model" ] || "$DS_BIN" make-model --shape tiny --out "$model" >/dev/null ||
+    { bad make-model "failed"; echo "RESULT passed=$passed failed=$failed"; exit 1; }
 server=""
 trap '[ -n "$server" ] && kill -9 "$server" 2>/dev/null' EXIT
 
-# run_format FORMAT: one server, the client's checks, SIGTERM; leaves $server running when KEEP=1
+# run_format FORMAT: one server and the client's checks against it; leaves it running as $server
+# (its KV events endpoint in $kv_pub)
 run_format() {
     local fmt=$1 log="$T/serve-$1.log"
-    "$DS_BIN" serve --port 0 --threads 2 --state-checkpoint-interval $BLOCK --kv-events-format "$fmt" \
+    "$DS_BIN" serve -m "$model" --served-model-name default --port 0 --threads 2 \
+        --state-checkpoint-interval $BLOCK --kv-events-format "$fmt" \
         --kv-events-endpoint 'tcp://127.0.0.1:*' --kv-events-replay-endpoint 'tcp://127.0.0.1:*' >"$log" 2>&1 &
     server=$!
     if ! wait_ready "$log" "$server" 600; then
@@ -56,7 +62,7 @@ run_format map
 if [ -n "$server" ]; then
     # the first server holds its KV events port: a second one asking for it must not start
     busy=$(sed 's/127\.0\.0\.1/*/' <<<"$kv_pub")
-    timeout 120 "$DS_BIN" serve --port 0 --threads 2 --kv-events-endpoint "$busy" >"$T/busy.out" 2>"$T/busy.err"
+    timeout 120 "$DS_BIN" serve -m "$model" --port 0 --threads 2 --kv-events-endpoint "$busy" >"$T/busy.out" 2>"$T/busy.err"
     rc=$?
     errs=$(grep -v '^deltaserve serve: listening on http://' "$T/busy.err")
     if [ "$rc" -eq 1 ] && [ "$(grep -c '' <<<"$errs")" -eq 1 ] && [[ "$errs" == *"--kv-events-endpoint $busy"* ]] &&
@@ -71,7 +77,26 @@ fi
 run_format array
 [ -n "$server" ] && { stop_server "array server" "$server" "$T/serve-array.log"; server=""; }
 
-timeout 120 "$DS_BIN" serve --port 0 --threads 2 --kv-events-endpoint 'tcp://127.0.0.1:notaport' \
+# a wildcard --host: the topic names the pod's address ($POD_IP) and the first served model name
+POD_IP=10.1.2.3 "$DS_BIN" serve -m "$model" --host 0.0.0.0 --port 0 --threads 2 --served-model-name first second \
+    --kv-events-endpoint 'tcp://127.0.0.1:*' >"$T/pod.log" 2>&1 &
+server=$!
+line=""
+for _ in $(seq 1 600); do
+    line=$(grep 'KV events on ' "$T/pod.log")
+    [ -n "$line" ] && break
+    kill -0 "$server" 2>/dev/null || break
+    sleep 0.1
+done
+hport=$(sed -n 's/.*listening on http:\/\/0.0.0.0:\([0-9]*\).*/\1/p' "$T/pod.log" | head -n 1)
+if [ -n "$hport" ] && [[ "$line" == *"topic 'kv@10.1.2.3:$hport@first'"* ]]; then
+    ok "--host 0.0.0.0: the topic is kv@\$POD_IP:PORT@first-name"
+else
+    bad "--host 0.0.0.0: the topic is kv@\$POD_IP:PORT@first-name" "$(tail -n 3 "$T/pod.log")"
+fi
+kill -9 "$server" 2>/dev/null; wait "$server" 2>/dev/null; server=""
+
+timeout 120 "$DS_BIN" serve -m "$model" --port 0 --threads 2 --kv-events-endpoint 'tcp://127.0.0.1:notaport' \
     >"$T/badep.out" 2>"$T/badep.err"
 rc=$?
 if [ "$rc" -eq 1 ] && grep -q -- '--kv-events-endpoint tcp://127.0.0.1:notaport: Invalid argument' "$T/badep.err"; then

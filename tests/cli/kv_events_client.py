@@ -6,8 +6,10 @@ the map or the older tagged-array form), the blocks against the prompts' own
 tokens (from /v1/completions/render), replay from a given sequence and its end
 marker, and the counters in /metrics.
 
-usage: kv_events_client.py HTTP_PORT PUB_ENDPOINT REPLAY_ENDPOINT FORMAT BLOCK_SIZE
-FORMAT is map or array. Prints "ok NAME" / "FAIL NAME: ..." lines and
+usage: kv_events_client.py HTTP_PORT PUB_ENDPOINT REPLAY_ENDPOINT FORMAT BLOCK_SIZE [images]
+FORMAT is map or array. With "images" (a server with a vision tower) chat
+requests with images come first, and the blocks holding their tokens must
+carry each image's key (64 lowercase hex digits) in extra_keys. Prints "ok NAME" / "FAIL NAME: ..." lines and
 "RESULT passed=N failed=M". Debian's python3-zmq and python3-msgpack."""
 import json
 import struct
@@ -19,6 +21,7 @@ import msgpack
 import zmq
 
 HTTP_PORT, PUB, REPLAY, FORMAT, BLOCK = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4], int(sys.argv[5])
+IMAGES = sys.argv[6:] == ["images"]
 BASE = f"http://127.0.0.1:{HTTP_PORT}"
 TOPIC = f"kv@127.0.0.1:{HTTP_PORT}@default".encode()
 STORED = ["block_hashes", "parent_block_hash", "token_ids", "block_size", "lora_id", "medium", "lora_name",
@@ -132,6 +135,36 @@ def prompt(words):
 shared = [f"w{i}" for i in range(200)]
 prompts = [prompt(shared + ["alpha"] * 120), prompt(shared + ["beta"] * 150), prompt(["other"] * 130)]
 tokens = {}
+
+
+def png_url(color):
+    import base64
+    import io
+    from PIL import Image
+    buf = io.BytesIO()
+    Image.new("RGB", (256, 256), color).save(buf, "PNG")
+    return "data:image/png;base64," + base64.b64encode(buf.getvalue()).decode()
+
+
+def chat(text, url):
+    content = [{"type": "text", "text": text}]
+    if url:
+        content.append({"type": "image_url", "image_url": {"url": url}})
+    content.append({"type": "text", "text": " ".join(f"z{i}" for i in range(60))})
+    return [{"role": "user", "content": content}]
+
+
+image_runs = []   # (rendered tokens, image url)
+if IMAGES:
+    red, blue = png_url((200, 20, 20)), png_url((20, 20, 200))
+    lead = " ".join(f"v{i}" for i in range(90))
+    for url in (red, blue, red):
+        msgs = chat(lead, url)
+        post("/v1/chat/completions", {"messages": msgs, "max_tokens": 2, "temperature": 0})
+        image_runs.append((post("/v1/chat/completions/render", {"messages": msgs})["token_ids"], url))
+    plain = post("/v1/chat/completions/render", {"messages": chat(lead, None)})["token_ids"]
+    vision = [t for t in image_runs[0][0] if t not in set(plain)]
+    PAD = max(set(vision), key=vision.count) if vision else -1
 # the subscription reaches the PUB socket some time after the connect: requests are sent until one
 # batch has come (those before are read back from replay below)
 first_pub = None
@@ -192,8 +225,9 @@ for f in stored:
         field_errors.append(f"block_size {f['block_size']} tokens {len(f['token_ids'])} blocks {n}")
     if f["lora_id"] is not None or f["medium"] is not None or f["lora_name"] is not None:
         field_errors.append("lora_id, medium, lora_name not nil")
-    if not (isinstance(f["extra_keys"], list) and len(f["extra_keys"]) == n and all(k is None for k in f["extra_keys"])):
-        field_errors.append(f"extra_keys {f['extra_keys']!r:.80} (text prompts: nil per block)")
+    if not (isinstance(f["extra_keys"], list) and len(f["extra_keys"]) == n and
+            all(k is None or (IMAGES and isinstance(k, list)) for k in f["extra_keys"])):
+        field_errors.append(f"extra_keys {f['extra_keys']!r:.80} (one per block; nil without images)")
     if f["group_idx"] != 0 or f["kv_cache_spec_kind"] != "full_attention" or f["kv_cache_spec_sliding_window"] is not None:
         field_errors.append("group_idx / kv_cache_spec_kind / kv_cache_spec_sliding_window")
 check("BlockStored fields: hashes, block size, tokens per block, nil LoRA and medium, extra_keys, group 0",
@@ -217,6 +251,59 @@ for p in prompts:
     check(f"a chain of announced blocks holds the prompt's tokens ({len(tokens[p])} tokens)",
           best >= min(full, len(tokens[p]) - 1) // BLOCK * BLOCK and best > 0, f"longest {best}, blocks of {BLOCK}")
 
+if IMAGES:
+    # per block of a chat prompt with an image: its chain's key list, from the events
+    keys_of, key_errors = {}, []
+    for f in stored:
+        for i, h in enumerate(f["block_hashes"]):
+            k = f["extra_keys"][i]
+            keys_of[h] = k
+            blk = f["token_ids"][i * BLOCK:(i + 1) * BLOCK]
+            if (PAD in blk) != (k is not None):
+                key_errors.append(f"block {h}: pad tokens {PAD in blk}, keys {k!r:.80}")
+            if k is not None and not (isinstance(k, list) and len(k) == 1 and isinstance(k[0], str) and
+                                      len(k[0]) == 64 and all(c in "0123456789abcdef" for c in k[0])):
+                key_errors.append(f"keys {k!r:.100}")
+    check("extra_keys: the blocks holding image tokens carry the image's key (64 lowercase hex), others nil",
+          not key_errors and PAD >= 0, "; ".join(key_errors[:3]) or "no image token found")
+    found = []
+    for toks, url in image_runs:
+        chain = max(((h, c) for h, c in chain_of.items() if c == toks[:len(c)]), key=lambda hc: len(hc[1]),
+                    default=(None, []))
+        found.append(chain)
+    check("each image prompt's tokens (pads included) are an announced chain",
+          all(len(c) >= (len(t) - 1) // BLOCK * BLOCK > 0 for (h, c), (t, _) in zip(found, image_runs)),
+          str([(len(c), len(t)) for (h, c), (t, _) in zip(found, image_runs)]))
+
+    def image_keys(h):   # the keys along the chain ending at h, root first
+        out = []
+        for f in stored:
+            for i, bh in enumerate(f["block_hashes"]):
+                if f["extra_keys"][i] is not None and bh in ancestors(h):
+                    out += f["extra_keys"][i]
+        return sorted(set(out))
+
+    parent_of = {}
+    for f in stored:
+        p = f["parent_block_hash"]
+        for h in f["block_hashes"]:
+            parent_of[h] = p
+            p = h
+
+    def ancestors(h):
+        out = set()
+        while h is not None:
+            out.add(h)
+            h = parent_of.get(h)
+        return out
+
+    # the red and the blue prompt have the same token ids (an image is all pad tokens): two chains,
+    # told apart by their keys; the red prompt again adds no third one
+    full = len(found[0][1])
+    ends = [h for h, c in chain_of.items() if len(c) == full and c == image_runs[0][0][:full]]
+    keysets = {tuple(image_keys(h)) for h in ends}
+    check("two images, the same tokens: two chains with one key each, different; the same image again: no third",
+          len(ends) == 2 and len(keysets) == 2 and all(len(k) == 1 for k in keysets), f"{len(ends)} {keysets}")
 removed = [f for t, f in events if t == "BlockRemoved"]
 check("BlockRemoved events name announced blocks",
       all(h in known for f in removed for h in f["block_hashes"]) and

@@ -5,7 +5,8 @@
 # socket (each on a port zmq picks, read back from the start-up line), in the
 # map form and then the older array form, and runs kv_events_client.py against
 # it: topic, consecutive sequence numbers, payload shape, every field of every
-# event, chains against the prompts' tokens, replay from a sequence and its end
+# event, chains against the prompts' tokens, images' keys in extra_keys (the map
+# run has a vision tower), replay from a sequence and its end
 # marker, /metrics. A wildcard --host puts $POD_IP in the topic. Then a second
 # server on the first one's busy KV events
 # port must refuse to start (exit 1, one line naming the endpoint and zmq's
@@ -28,14 +29,20 @@ BLOCK=64
 model="$DS_TMP/tiny.gguf"   # the tiny model, as the other server tests make it (shared with them)
 [ -f "$model" ] || "$DS_BIN" make-model --shape tiny --out "$model" >/dev/null ||
     { bad make-model "failed"; echo "RESULT passed=$passed failed=$failed"; exit 1; }
+# the map run serves a model with a small vision tower, so that images reach the events
+vmodel="$T/vtiny.gguf" vproj="$T/mmproj-vtiny.gguf"
+"$DS_BIN" make-model --shape tiny --out "$vmodel" --mmproj "$vproj" --vision-layers 2 >"$T/vmake.log" 2>&1 ||
+    { bad "make-model --mmproj" "$(tail -n 3 "$T/vmake.log")"; echo "RESULT passed=$passed failed=$failed"; exit 1; }
 server=""
 trap '[ -n "$server" ] && kill -9 "$server" 2>/dev/null' EXIT
 
 # run_format FORMAT: one server and the client's checks against it; leaves it running as $server
 # (its KV events endpoint in $kv_pub)
 run_format() {
-    local fmt=$1 log="$T/serve-$1.log"
-    "$DS_BIN" serve -m "$model" --served-model-name default --port 0 --threads 2 \
+    local fmt=$1 log="$T/serve-$1.log" images=()
+    local m=(-m "$model")
+    [ "$fmt" = map ] && { m=(-m "$vmodel" --mmproj "$vproj"); images=(images); }
+    "$DS_BIN" serve "${m[@]}" --served-model-name default --port 0 --threads 2 \
         --state-checkpoint-interval $BLOCK --kv-events-format "$fmt" \
         --kv-events-endpoint 'tcp://127.0.0.1:*' --kv-events-replay-endpoint 'tcp://127.0.0.1:*' >"$log" 2>&1 &
     server=$!
@@ -54,7 +61,7 @@ run_format() {
     else
         ok "$fmt: the start-up line names the sockets, topic, form and block size"
     fi
-    fold_results "$fmt" "$(timeout 120 "$PY" "$HERE/kv_events_client.py" "$port" "$pub" "$replay" "$fmt" $BLOCK 2>&1)"
+    fold_results "$fmt" "$(timeout 120 "$PY" "$HERE/kv_events_client.py" "$port" "$pub" "$replay" "$fmt" $BLOCK "${images[@]}" 2>&1)"
     kv_pub=$pub
 }
 

@@ -86,6 +86,18 @@ static void usage(FILE *f) {
             "                         seconds after their first byte (default 10; slow clients)\n"
             "  --drain-timeout S      on SIGTERM, seconds running requests get to finish (default 60);\n"
             "                         a second SIGTERM or SIGINT ends them at once, with an error\n"
+            "KV events for a prefix-aware router (README: Scaling out):\n"
+            "  --kv-events-endpoint EP\n"
+            "                         publish the prefix cache's blocks on a ZeroMQ PUB socket bound\n"
+            "                         there, in vLLM's format (e.g. tcp://*:5557; default: off)\n"
+            "  --kv-events-replay-endpoint EP\n"
+            "                         a ROUTER socket answering [id, \"\", start sequence] with the batches\n"
+            "                         kept since then (the last 10000), as vLLM's (e.g. tcp://*:5558)\n"
+            "  --kv-events-format F   map (default: events as maps with \"type\") or array (the older\n"
+            "                         tagged positional arrays)\n"
+            "  --kv-events-queue-mb X\n"
+            "                         the engine-to-publisher ring in MiB; events that do not fit are\n"
+            "                         dropped and counted in /metrics (default 16)\n"
             "testing:\n"
             "  --fault-after N        the Nth completion request's model call fails (also $DS_FAULT_AFTER)\n"
             "  --fault-every N        every Nth completion request's model call fails (also $DS_FAULT_EVERY)\n"
@@ -306,6 +318,16 @@ int ds_cmd_serve(int argc, char **argv) {
         else if (!strcmp(a, "--allowed-local-media-path")) c.allowed_local_media_path = v;
         else if (!strcmp(a, "--allowed-media-domains")) c.allowed_media_domains = v;
         else if (!strcmp(a, "--media-timeout")) { if (ds_arg_float(a, v, 0.1, 3600, &x)) return 2; c.media_timeout_s = x; }
+        else if (!strcmp(a, "--kv-events-endpoint")) c.kv_events_endpoint = v;
+        else if (!strcmp(a, "--kv-events-replay-endpoint")) c.kv_events_replay_endpoint = v;
+        else if (!strcmp(a, "--kv-events-format")) {
+            if (strcmp(v, "map") && strcmp(v, "array")) {
+                fprintf(stderr, "deltaserve serve: --kv-events-format must be map or array, got '%s'\n", v);
+                return 2;
+            }
+            c.kv_events_array = !strcmp(v, "array");
+        }
+        else if (!strcmp(a, "--kv-events-queue-mb")) { if (mib(a, v, 1e-3, &c.kv_events_queue_bytes)) return 2; }
         else if ((r = ds_cli_load_arg("serve", a, v, &c.load))) { if (r < 0) return 2; }
         else { fprintf(stderr, "deltaserve serve: unknown option '%s'\n", a); usage(stderr); return 2; }
     }
@@ -315,6 +337,11 @@ int ds_cmd_serve(int argc, char **argv) {
     if (hub.spec && !c.n_served_model_names) c.served_model_names[c.n_served_model_names++] = hub.spec; /* as llama-server names it */
     if ((c.allowed_methods || c.allowed_headers) && !c.allowed_origins) {
         fprintf(stderr, "deltaserve serve: --allowed-methods and --allowed-headers need --allowed-origins\n");
+        ds_cli_hub_free(&hub);
+        return 2;
+    }
+    if (c.kv_events_replay_endpoint && !c.kv_events_endpoint) {
+        fprintf(stderr, "deltaserve serve: --kv-events-replay-endpoint needs --kv-events-endpoint\n");
         ds_cli_hub_free(&hub);
         return 2;
     }

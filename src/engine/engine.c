@@ -27,6 +27,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "engine/engine_int.h"
 
@@ -76,6 +77,11 @@ ds_status ds_engine_new(ds_model *model, const ds_engine_params *params, ds_engi
         p.checkpoint_interval % DS_DELTANET_CHUNK)
         return ds_fail(e, DS_EINVAL, "engine: prefill chunk (%d) and checkpoint interval (%d) must be multiples of %d",
                        p.prefill_chunk, p.checkpoint_interval, DS_DELTANET_CHUNK);
+    if (p.kv_events && p.checkpoint_interval == 0 && ds_model_n_gdn_layers(model) > 0)
+        return ds_fail(e, DS_EINVAL, "engine: KV events need a checkpoint interval on a model with DeltaNet layers: "
+                                     "a request resumes only at a checkpoint, and the interval is the event block "
+                                     "(checkpoint interval 0 gives none; use a multiple of %d, e.g. 512)",
+                       DS_DELTANET_CHUNK);
     int need = ds_engine_required_batch_capacity(&p), have = ds_model_max_batch_tokens(model);
     if (have < need)
         return ds_fail(e, DS_EINVAL,
@@ -137,6 +143,11 @@ ds_status ds_engine_new(ds_model *model, const ds_engine_params *params, ds_engi
     if (!s && p.prefix_cache) {
         g->cache = ds_prefix_cache_new(p.page_size, g->kv.n_pages, &g->pages, &g->ckpts, g->hybrid);
         if (!g->cache) s = ds_fail(e, DS_ENOMEM, "engine: out of memory for the prefix cache");
+        else if (p.kv_events && ds_prefix_events_on(g->cache, p.kv_events, ds_engine_kv_block_size(g)))
+            s = ds_fail(e, DS_ENOMEM, "engine: out of memory for the KV events' block records");
+    } else if (!s && p.kv_events) { /* no cache, nothing to announce: the router learns just that */
+        ds_kv_event ev = {.type = DS_KV_ALL_CLEARED};
+        ds_kv_event_push(p.kv_events, &ev);
     }
     /* speculation: drafts need the MTP head's own KV (one layer, same page ids) and verify slots */
     if (!s && n_vslots > 0) {
@@ -447,8 +458,16 @@ static void emit_finish(ds_engine *g, req *r, ds_finish reason, const char *erro
  * prompt that repeats them would compute them, so a hit changes nothing. */
 static void offer_to_cache(ds_engine *g, req *r) {
     int upto = r->n_computed < r->n_prompt ? r->n_computed : r->n_prompt;
-    if (g->cache && upto >= g->p.page_size)
-        ds_prefix_insert(g->cache, ds_image_keys(r), upto / g->p.page_size, r->pages, -1, 0);
+    if (g->cache && upto >= g->p.page_size) {
+        ds_prefix_origin o = {.tokens = r->tokens, .images = r->spans, .n_images = r->n_images};
+        ds_prefix_insert(g->cache, ds_image_keys(r), upto / g->p.page_size, r->pages, -1, 0, &o);
+    }
+}
+
+/* Where checkpoints may sit: with KV events only at the event block (the
+ * router's unit), else at any multiple of DS_DELTANET_CHUNK. */
+static int ckpt_unit(const ds_engine *g) {
+    return g->p.kv_events && g->hybrid ? ds_engine_kv_block_size(g) : DS_DELTANET_CHUNK;
 }
 
 static void finish(ds_engine *g, req *r, ds_finish reason, const char *error) {
@@ -565,7 +584,7 @@ static int wait_for_shared_prefill(ds_engine *g, req *w) {
         int shared = 0;
         const int32_t *wk = ds_image_keys(w), *rk = ds_image_keys(r);
         while (shared < n && wk[shared] == rk[shared]) shared++;
-        int at = shared / DS_DELTANET_CHUNK * DS_DELTANET_CHUNK;
+        int at = shared / ckpt_unit(g) * ckpt_unit(g);
         if (at < 128 || at <= r->n_computed) continue; /* too little to gain, or r is past it */
         if (r->share_cut <= r->n_computed || at < r->share_cut) r->share_cut = at;
         return 1;
@@ -650,7 +669,7 @@ static int chunk_end(const ds_engine *g, const req *r, ds_seq_mode *mode) {
         int ck = round_down(from, g->p.checkpoint_interval) + g->p.checkpoint_interval;
         if (ck < end) end = ck;
     }
-    int prompt_cut = round_down(r->n_prompt, DS_DELTANET_CHUNK); /* the end-of-prompt checkpoint */
+    int prompt_cut = round_down(r->n_prompt, ckpt_unit(g)); /* the end-of-prompt checkpoint */
     if (prompt_cut > from && prompt_cut < end) end = prompt_cut;
     if (r->share_cut > from && r->share_cut < end) end = r->share_cut;
     return r->n_images ? ds_image_prefill_end(g, r, from, end) : end;
@@ -763,13 +782,15 @@ static void take_checkpoint(ds_engine *g, req *r) {
     if (!g->cache || pos % DS_DELTANET_CHUNK != 0 || pos > r->n_prompt) return;
     int at_interval = g->p.checkpoint_interval && pos % g->p.checkpoint_interval == 0;
     if (!at_interval && pos != round_down(r->n_prompt, DS_DELTANET_CHUNK) && pos != r->share_cut) return;
+    if (pos % ckpt_unit(g)) return; /* KV events: the block is the unit (the cuts were rounded to it) */
     int ck = -1;
     if (g->hybrid) {
         ck = get_ckpt(g);
         if (ck < 0) return;
         ds_state_copy(&g->st, ck, r->slot);
     }
-    ds_prefix_insert(g->cache, ds_image_keys(r), pos / g->p.page_size, r->pages, ck, pos);
+    ds_prefix_origin o = {.tokens = r->tokens, .images = r->spans, .n_images = r->n_images};
+    ds_prefix_insert(g->cache, ds_image_keys(r), pos / g->p.page_size, r->pages, ck, pos, &o);
 }
 
 /* Test hook: whether the request's pending fault hits a call computing it in this mode. */
@@ -926,6 +947,9 @@ int ds_engine_step(ds_engine *g) {
     }
     int active = g->n_running + g->n_waiting + g->n_inbox;
     pthread_mutex_unlock(&g->mu);
+    /* after the step, not before admitting: a lookup sees the blocks the router was told of before the
+     * request came */
+    if (g->cache) ds_prefix_events_flush(g->cache);
     if (g->check_invariants) ds_engine_check_or_die(g);
     return active;
 }
@@ -933,8 +957,23 @@ int ds_engine_step(ds_engine *g) {
 void ds_engine_run(ds_engine *g) {
     for (;;) {
         pthread_mutex_lock(&g->mu);
-        while (!g->stop && !g->inbox_head && !g->pending_head && g->n_running + g->n_waiting == 0)
-            pthread_cond_wait(&g->cv, &g->mu);
+        while (!g->stop && !g->inbox_head && !g->pending_head && g->n_running + g->n_waiting == 0) {
+            if (!g->cache || !ds_prefix_events_pending(g->cache)) {
+                pthread_cond_wait(&g->cv, &g->mu);
+                continue;
+            }
+            /* KV events wait for room in the queue: an idle engine looks again every 10 ms */
+            struct timespec ts;
+            clock_gettime(CLOCK_REALTIME, &ts);
+            ts.tv_nsec += 10 * 1000 * 1000;
+            if (ts.tv_nsec >= 1000000000L) ts.tv_sec++, ts.tv_nsec -= 1000000000L;
+            pthread_cond_timedwait(&g->cv, &g->mu, &ts);
+            if (!g->stop && !g->inbox_head && !g->pending_head && g->n_running + g->n_waiting == 0) {
+                pthread_mutex_unlock(&g->mu);
+                ds_prefix_events_flush(g->cache);
+                pthread_mutex_lock(&g->mu);
+            }
+        }
         int stop = g->stop;
         pthread_mutex_unlock(&g->mu);
         if (stop) return;

@@ -125,8 +125,9 @@ ds_status ds_image_req_init(ds_engine *g, req *r, const ds_request_params *rp, d
     r->images = calloc((size_t)rp->n_images, sizeof *r->images);
     r->rope_pos = malloc((size_t)n_prompt * 3 * sizeof *r->rope_pos);
     r->keys = malloc((size_t)n_prompt * sizeof *r->keys);
+    r->spans = malloc((size_t)rp->n_images * sizeof *r->spans);
     ds_mrope_image *mi = malloc((size_t)rp->n_images * sizeof *mi);
-    if (!r->images || !r->rope_pos || !r->keys || !mi) {
+    if (!r->images || !r->rope_pos || !r->keys || !r->spans || !mi) {
         free(mi);
         return ds_fail(e, DS_ENOMEM, "out of memory for the request's images");
     }
@@ -141,6 +142,7 @@ ds_status ds_image_req_init(ds_engine *g, req *r, const ds_request_params *rp, d
         memcpy(ri->hash, im->hash, sizeof ri->hash);
         uint64_t seed = image_seed(im->hash, &im->patches);
         for (int i = 0; i < ri->n; i++) r->keys[ri->first + i] = image_key(seed, i);
+        r->spans[k] = (ds_prefix_image){.first = ri->first, .n = ri->n, .hash = ri->hash};
         mi[k] = (ds_mrope_image){.first = ri->first, .grid_t = im->patches.grid_t,
                                  .grid_h = im->patches.grid_h / merge, .grid_w = im->patches.grid_w / merge};
     }
@@ -159,6 +161,8 @@ void ds_image_req_free(req *r) {
     free(r->images);
     free(r->rope_pos);
     free(r->keys);
+    free(r->spans);
+    r->spans = NULL;
     r->images = NULL;
     r->rope_pos = r->keys = NULL;
     r->n_images = 0;

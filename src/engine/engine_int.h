@@ -58,6 +58,7 @@ typedef struct req {
     int32_t *rope_pos;          /* [n_prompt][3] M-RoPE positions of the prompt */
     int rope_delta;             /* past the prompt: position p has p + rope_delta on every axis */
     int32_t *keys;              /* the prompt as the prefix cache sees it: image tokens keyed by their image */
+    ds_prefix_image *spans;     /* [n_images] the images as the prefix cache's KV events name them */
     int owns_patches;           /* submit succeeded: the images' patches are the request's to free */
     struct req *next;           /* inbox / waiting list */
     /* speculative decoding (speculate.c) */

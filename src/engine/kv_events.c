@@ -59,14 +59,29 @@ static size_t record_bytes(const ds_kv_event *ev) {
     return (n + 7) & ~(size_t)7;
 }
 
+/* Bytes a record of `need` bytes takes from head on: a record that does not
+ * fit before the end starts again at 0, and the bytes skipped count as used.
+ * 0 when it does not fit now. */
+static size_t room_for(const ds_kv_event_queue *q, size_t need, uint64_t head) {
+    uint64_t tail = atomic_load_explicit(&((ds_kv_event_queue *)q)->tail, memory_order_acquire);
+    size_t at = (size_t)(head & (q->size - 1)), to_end = q->size - at;
+    size_t used = need <= to_end ? need : to_end + need;
+    return need > q->size / 2 || head - tail + used > q->size ? 0 : used;
+}
+
+int ds_kv_event_fits(const ds_kv_event_queue *q, int n_tokens, int n_extra) {
+    if (n_tokens < 0 || n_extra < 0) return 0;
+    ds_kv_event ev = {.n_tokens = n_tokens, .n_extra = n_extra};
+    return room_for(q, record_bytes(&ev), atomic_load_explicit(&((ds_kv_event_queue *)q)->head,
+                                                               memory_order_relaxed)) > 0;
+}
+
 int ds_kv_event_push(ds_kv_event_queue *q, const ds_kv_event *ev) {
     size_t need = record_bytes(ev);
     uint64_t head = atomic_load_explicit(&q->head, memory_order_relaxed);
-    uint64_t tail = atomic_load_explicit(&q->tail, memory_order_acquire);
     size_t at = (size_t)(head & (q->size - 1)), to_end = q->size - at;
-    /* a record that does not fit before the end starts again at 0, and the bytes skipped count as used */
-    size_t used = need <= to_end ? need : to_end + need;
-    if (ev->n_tokens < 0 || ev->n_extra < 0 || need > q->size / 2 || head - tail + used > q->size) {
+    size_t used = ev->n_tokens < 0 || ev->n_extra < 0 ? 0 : room_for(q, need, head);
+    if (used == 0) {
         atomic_fetch_add_explicit(&q->dropped, 1, memory_order_relaxed);
         return 0;
     }

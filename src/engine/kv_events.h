@@ -50,6 +50,10 @@ void ds_kv_event_queue_free(ds_kv_event_queue *q);
  * and was dropped (counted). */
 int ds_kv_event_push(ds_kv_event_queue *q, const ds_kv_event *ev);
 
+/* Producer side: 1 when an event of n_tokens tokens and n_extra image
+ * hashes would be pushed now (the consumer only makes more room). */
+int ds_kv_event_fits(const ds_kv_event_queue *q, int n_tokens, int n_extra);
+
 /* Consumer side (one thread). Returns 1 and fills *ev, or 0 when empty. */
 int ds_kv_event_pop(ds_kv_event_queue *q, ds_kv_event *ev);
 

@@ -16,6 +16,26 @@
  *   3. Only leaves whose page no request holds can be evicted; checkpoints
  *      can be dropped from any node. Both go least recently used first.
  *   4. Node storage is allocated once (one node per KV page at most).
+ * KV events (ds_prefix_events_on): a block of block_size tokens (a whole
+ * number of pages) ends at every node whose depth is a multiple of it. The
+ * block is announced to the router exactly while a request could resume
+ * after it: its node holds a checkpoint (or the model needs none), the block
+ * before it is announced, and its BlockStored went into the queue. Lookups
+ * then resume only at announced blocks, so that the router's picture (the
+ * events) predicts every hit.
+ *   5. A BlockStored that does not fit in the queue is not pushed: the block
+ *      stays unannounced (so unused) and is tried again at the next flush.
+ *   6. A withdrawal (BlockRemoved) goes out the moment a block's checkpoint
+ *      or page goes, with every announced block below it. One that the
+ *      queue drops leaves the router wrong: nothing counts as announced until
+ *      a flush has sent AllBlocksCleared and announced the blocks again.
+ *   7. Eviction prefers what withdraws least: checkpoints no announced block
+ *      uses, then announced blocks with no announced block below them; pages
+ *      of unannounced leaves, then of announced ones. Least recently used
+ *      first within each.
+ *   8. Per node the real token ids and up to DS_PREFIX_PAGE_IMAGES image
+ *      hashes are kept, allocated with the nodes; a block with a page
+ *      touching more images is never announced (nor resumed from).
  * Runs on the engine thread only. */
 #ifndef DS_PREFIX_CACHE_H
 #define DS_PREFIX_CACHE_H
@@ -24,6 +44,9 @@
 
 #include "common/status.h"
 #include "engine/id_pool.h"
+#include "engine/kv_events.h"
+
+#define DS_PREFIX_PAGE_IMAGES 4 /* image hashes kept per page (KV events) */
 
 typedef struct ds_prefix_cache ds_prefix_cache;
 
@@ -33,12 +56,37 @@ typedef struct {
     int64_t checkpoint_restores;
     int64_t evicted_pages, evicted_checkpoints;
     int nodes, checkpoints;
+    int announced;                     /* blocks announced to the router (KV events) */
 } ds_prefix_stats;
+
+/* An image of an inserted prompt: tokens [first, first + n), its SHA-256. */
+typedef struct {
+    int first, n;
+    const uint8_t *hash;
+} ds_prefix_image;
+
+/* What KV events need of an inserted prompt besides its cache keys. */
+typedef struct {
+    const int32_t *tokens;             /* the real token ids (an image's pads where the keys name the image) */
+    const ds_prefix_image *images;     /* in prompt order */
+    int n_images;
+} ds_prefix_origin;
 
 /* pages and ckpts are the engine's pools; the cache takes and drops references. */
 ds_prefix_cache *ds_prefix_cache_new(int page_size, int max_nodes, ds_id_pool *pages, ds_id_pool *ckpts,
                                      int need_checkpoint);
 void ds_prefix_cache_free(ds_prefix_cache *c);
+
+/* Turns KV events on (before any insert): blocks of block_size tokens (a
+ * multiple of page_size) are announced into q, AllBlocksCleared first.
+ * Returns 0, or -1 when out of memory. */
+int ds_prefix_events_on(ds_prefix_cache *c, ds_kv_event_queue *q, int block_size);
+/* Sends what waits for room in the queue: AllBlocksCleared and every
+ * announced block again after a dropped event, blocks deferred for room.
+ * The engine calls it after each step. */
+void ds_prefix_events_flush(ds_prefix_cache *c);
+/* 1 while something waits for a flush. */
+int ds_prefix_events_pending(const ds_prefix_cache *c);
 
 /* Finds the longest reusable prefix of tokens[0..n) that leaves at least one
  * token to compute. Writes the page ids of that prefix to pages_out (each
@@ -50,9 +98,11 @@ int ds_prefix_lookup(ds_prefix_cache *c, const int32_t *tokens, int n, int32_t *
 /* Records the full pages of tokens[0..n_pages*page_size) as computed into
  * pages[]. ckpt, if >= 0, is a checkpoint slot holding the state after
  * ckpt_pos tokens (a page multiple <= that length); the cache takes the
- * caller's reference to it, or drops it when the node already has one. */
+ * caller's reference to it, or drops it when the node already has one.
+ * origin (needed with KV events, else may be NULL) gives the prompt's real
+ * tokens and images. */
 void ds_prefix_insert(ds_prefix_cache *c, const int32_t *tokens, int n_pages, const int32_t *pages, int ckpt,
-                      int ckpt_pos);
+                      int ckpt_pos, const ds_prefix_origin *origin);
 
 /* Frees one page by evicting the least recently used evictable leaf;
  * returns 0 when nothing could be evicted. */

@@ -37,6 +37,7 @@
 #include "server/conn_guard.h"
 #include "server/cors.h"
 #include "server/json_text.h"
+#include "server/kv_publisher.h"
 #include "server/messages_api.h"
 #include "server/openai_request.h"
 #include "server/openai_response.h"
@@ -44,6 +45,7 @@
 #include "server/server_int.h"
 #include "server/token_api.h"
 #include "common/strbuf.h"
+#include "engine/kv_events.h"
 #include "image/image.h"
 #include "tokenizer/default_chat_template.h"
 
@@ -669,6 +671,44 @@ static void url_host(const char *host, char *out, size_t cap) {
     snprintf(out, cap, strchr(host, ':') && host[0] != '[' ? "[%s]" : "%s", host);
 }
 
+/* --kv-events-replay-endpoint: the batches kept (vLLM's buffer_steps) */
+#define DS_KV_REPLAY_BATCHES 10000
+
+/* The host part of the KV events' topic, which llm-d reads as the pod's address: --host, or for a
+ * wildcard address ($POD_IP as Kubernetes sets it, else the machine's name) */
+static void topic_host(const char *host, char *out, size_t cap) {
+    const char *pod = getenv("POD_IP");
+    if (strcmp(host, "0.0.0.0") && strcmp(host, "::") && strcmp(host, "[::]") && host[0]) url_host(host, out, cap);
+    else if (pod && pod[0]) url_host(pod, out, cap);
+    else if (gethostname(out, cap) != 0 || !out[0]) snprintf(out, cap, "localhost");
+    out[cap - 1] = '\0';
+}
+
+/* Starts the publisher of the engine's KV events (after the engine exists: the block size is its).
+ * Returns 0, or -1 after one line on stderr naming the endpoint and zmq's reason. */
+static int start_kv_events(ds_server *s, int port) {
+    const ds_server_config *c = &s->cfg;
+    char host[256], topic[600];
+    topic_host(c->host, host, sizeof host);
+    snprintf(topic, sizeof topic, "kv@%s:%d@%s", host, port, s->model_name);
+    ds_kv_publisher_params p = {.endpoint = c->kv_events_endpoint, .replay_endpoint = c->kv_events_replay_endpoint,
+                                .topic = topic, .array_format = c->kv_events_array,
+                                .data_parallel_rank = c->data_parallel_rank,
+                                .block_size = ds_engine_kv_block_size(s->eng),
+                                .replay_batches = DS_KV_REPLAY_BATCHES};
+    ds_err e = {0};
+    if (ds_kv_publisher_start(s->kv_queue, &p, &s->kv_pub, &e) != DS_OK) {
+        fprintf(stderr, "deltaserve serve: %s\n", e.msg);
+        return -1;
+    }
+    ds_metrics_kv_publisher(&s->metrics, s->kv_pub);
+    const char *replay = ds_kv_publisher_endpoint(s->kv_pub, 1);
+    fprintf(stderr, "deltaserve serve: KV events on %s%s%s, topic '%s', %s form, blocks of %d tokens\n",
+            ds_kv_publisher_endpoint(s->kv_pub, 0), replay[0] ? ", replay on " : "", replay, topic,
+            c->kv_events_array ? "array" : "map", p.block_size);
+    return 0;
+}
+
 int ds_server_run(const ds_server_config *cfg) {
     ds_server *s = calloc(1, sizeof *s);
     if (!s) return 1;
@@ -763,7 +803,14 @@ int ds_server_run(const ds_server_config *cfg) {
     int rc = 0;
     pthread_t engine_thread;
     int engine_started = 0;
-    if (load(s) != 0) {
+    /* the engine pushes its KV events into the queue from its first step: made before it */
+    if (cfg->kv_events_endpoint && !(s->kv_queue = ds_kv_event_queue_new(cfg->kv_events_queue_bytes))) {
+        fprintf(stderr, "deltaserve serve: the KV events queue (--kv-events-queue-mb): out of memory\n");
+        rc = 1;
+        goto out;
+    }
+    s->cfg.engine.kv_events = s->kv_queue;
+    if (load(s) != 0 || (s->kv_queue && start_kv_events(s, port) != 0)) {
         rc = 1;
         goto out;
     }
@@ -814,9 +861,15 @@ out:
         ds_engine_stop(s->eng);
         pthread_join(engine_thread, NULL);
     }
+    if (s->kv_pub) {   /* the engine pushes no more: what it queued goes out, then the sockets close */
+        ds_metrics_kv_publisher(&s->metrics, NULL);
+        ds_kv_publisher_stop(s->kv_pub);
+        s->kv_pub = NULL;
+    }
     if (atomic_load(&s->in_flight) > 0) rc = rc ? rc : 1;
     else {   /* nothing references the engine any more */
         ds_engine_free(s->eng);
+        ds_kv_event_queue_free(s->kv_queue);
         ds_vision_free(s->vision);
         ds_vision_close(s->vision_file);
         ds_model_free(s->model);

@@ -1,6 +1,8 @@
 /* metrics.c - see metrics.h. */
 #include "server/metrics.h"
 
+#include "server/kv_publisher.h"
+
 #include <stdio.h>
 #include <string.h>
 
@@ -51,6 +53,7 @@ void ds_metrics_started(ds_metrics *m) { LOCKED(m, m->requests_started++); }
 void ds_metrics_rejected(ds_metrics *m) { LOCKED(m, m->requests_rejected++); }
 void ds_metrics_failed(ds_metrics *m) { LOCKED(m, m->requests_failed++); }
 void ds_metrics_grammar_lookup(ds_metrics *m, int hit) { LOCKED(m, (hit ? m->grammar_hits++ : m->grammar_misses++)); }
+void ds_metrics_kv_publisher(ds_metrics *m, struct ds_kv_publisher *pub) { LOCKED(m, m->kv_pub = pub); }
 
 const char *ds_error_kind_name(ds_error_kind k) {
     static const char *const N[DS_ERRK_COUNT] = {"bad_request", "auth", "not_found", "too_large",
@@ -173,6 +176,22 @@ void ds_metrics_render(ds_metrics *m, const ds_engine_stats *st, const char *mod
     for (int k = 0; k < DS_ERRK_COUNT; k++)
         ds_sb_printf(o, "deltaserve:request_errors_total{%skind=\"%s\"} %llu\n", lbl_c,
                      ds_error_kind_name((ds_error_kind)k), (unsigned long long)m->errors[k]);
+    if (m->kv_pub) {   /* KV events for routers (--kv-events-endpoint) */
+        ds_kv_publisher_stats ks;
+        ds_kv_publisher_stats_get(m->kv_pub, &ks);
+        metric(o, "deltaserve:kv_events_queued_total", "counter",
+               "KV cache events the engine queued for the publisher (sent or in flight).", lbl,
+               (double)ks.events_queued);
+        metric(o, "deltaserve:kv_events_published_total", "counter",
+               "KV cache events of the engine sent to subscribers (BlockStored, BlockRemoved, AllBlocksCleared).",
+               lbl, (double)ks.events_sent);
+        metric(o, "deltaserve:kv_events_dropped_total", "counter",
+               "KV cache events lost because the engine-to-publisher queue was full (--kv-events-queue-mb).", lbl,
+               (double)ks.events_dropped);
+        metric(o, "deltaserve:kv_events_last_sequence", "gauge",
+               "Sequence number of the last KV event batch sent (-1: none yet).", lbl,
+               (double)ks.batches_sent - 1.0);
+    }
     hist_render(o, "deltaserve:time_to_first_token_seconds", "Time to first token.", &m->ttft, lbl);
     hist_render(o, "deltaserve:inter_token_latency_seconds", "Time between streamed tokens.", &m->itl, lbl);
     hist_render(o, "deltaserve:e2e_request_latency_seconds", "End-to-end request latency.", &m->e2e, lbl);

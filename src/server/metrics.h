@@ -35,6 +35,7 @@ typedef struct {
     uint64_t errors[DS_ERRK_COUNT];
     uint64_t prompt_tokens, generation_tokens;
     uint64_t grammar_hits, grammar_misses;   /* lookups in the grammar cache (grammar_cache.h) */
+    struct ds_kv_publisher *kv_pub;          /* KV events' counters (kv_publisher.h); NULL: none */
 } ds_metrics;
 
 void ds_metrics_init(ds_metrics *m);
@@ -52,6 +53,8 @@ void ds_metrics_rejected(ds_metrics *m);   /* answered with a 4xx or 503 before 
 void ds_metrics_failed(ds_metrics *m);     /* the engine or the server failed it (500, SSE error event) */
 /* A constrained request looked its grammar up in the cache: hit (1) or parsed anew (0). */
 void ds_metrics_grammar_lookup(ds_metrics *m, int hit);
+/* The KV event publisher whose counters /metrics shows (NULL: none, before it stops). */
+void ds_metrics_kv_publisher(ds_metrics *m, struct ds_kv_publisher *pub);
 const char *ds_error_kind_name(ds_error_kind k);
 /* Prometheus text format 0.0.4. st: the engine's stats (NULL while loading). */
 void ds_metrics_render(ds_metrics *m, const ds_engine_stats *st, const char *model_name, ds_sb *out);

@@ -47,6 +47,8 @@ typedef struct ds_server {
     atomic_int in_flight;          /* completion requests not yet freed */
     atomic_ullong n_requests;      /* completion requests submitted (fault hook) */
     ds_metrics metrics;
+    struct ds_kv_event_queue *kv_queue;   /* --kv-events-endpoint: what the engine tells the publisher */
+    struct ds_kv_publisher *kv_pub;       /* sends it to routers (kv_publisher.h); NULL: no KV events */
     struct ds_conn_guard *guard;   /* closes slow and idle connections (conn_guard.h) */
 } ds_server;
 

@@ -162,7 +162,8 @@ def main():
     sub = Subscriber(ctx, index, rep.events_endpoint, rep.replay_endpoint, drop_seqs=range(7, 100000, 29))
     rng = random.Random(17)
     traffic = Traffic(rng)
-    counts = {"hits": 0, "misses": 0, "mismatches": 0, "capped": 0, "cached_tokens": 0, "prompt_tokens": 0}
+    counts = {"hits": 0, "misses": 0, "mismatches": 0, "capped": 0, "repeats_evicted": 0, "cached_tokens": 0,
+              "prompt_tokens": 0}
     kinds = {}
     examples, mismatches = [], []
     t0 = time.monotonic()
@@ -198,6 +199,8 @@ def main():
             counts["cached_tokens"] += reported
             counts["hits" if predicted else "misses"] += 1
             counts["capped"] += chain > cap
+            # a prompt sent before had all its whole blocks announced once: a shorter chain now is an eviction
+            counts["repeats_evicted"] += kind == "repeat" and chain < len(keys)
             line = "#%d %-12s prompt %4d tokens: %2d/%2d blocks indexed, predicted %4d, reported %4d" % (
                 i, kind, len(tokens), chain, len(keys), predicted, reported)
             if usage["prompt_tokens"] != len(tokens):
@@ -219,16 +222,18 @@ def main():
     n = counts["hits"] + counts["misses"]
     st, ic = sub.stats, index.counts
     print("requests %d in %.1f s (%s)" % (n, elapsed, ", ".join("%s %d" % kv for kv in sorted(kinds.items()))))
-    print("predictions: hits %d, misses %d, capped at prompt end %d, wrong %d; cached %d of %d prompt tokens" % (
-        counts["hits"], counts["misses"], counts["capped"], counts["mismatches"], counts["cached_tokens"],
-        counts["prompt_tokens"]))
+    print("predictions: hits %d, misses %d, capped at prompt end %d, repeats after an eviction %d, wrong %d; "
+          "cached %d of %d prompt tokens" % (
+              counts["hits"], counts["misses"], counts["capped"], counts["repeats_evicted"], counts["mismatches"],
+              counts["cached_tokens"], counts["prompt_tokens"]))
     print("events: %d batches, %d events; blocks stored %d, removed %d (evictions), cleared %d times; "
           "orphans dropped %d, removals of unknown blocks %d, skipped %d" % (
               st["batches"], st["events"], ic["stored"], ic["removed"], ic["cleared"], ic["orphans"],
               ic["remove_unknown"], ic["skipped"]))
-    print("stream: %d batches lost on purpose, %d gaps found, %d replays (%d batches replayed), %d resets; "
-          "block sizes %s; dp ranks %s" % (st["dropped_on_purpose"], st["gaps"], st["replays"], st["replayed"],
-                                           st["resets"], sorted(index.block_sizes), sorted(map(str, st["dp_ranks"]))))
+    print("stream: %d batches lost on purpose, %d gaps found, %d times behind /metrics, %d replays (%d batches "
+          "replayed), %d resets; block sizes %s; dp ranks %s" % (
+              st["dropped_on_purpose"], st["gaps"], st["behind"], st["replays"], st["replayed"], st["resets"],
+              sorted(index.block_sizes), sorted(map(str, st["dp_ranks"]))))
     for _, line in examples:
         print("  example " + line)
     for line in mismatches[:15]:
@@ -241,6 +246,8 @@ def main():
     checks = [
         ("some predictions are hits and some misses", counts["hits"] > n // 5 and counts["misses"] > 0),
         ("pages or checkpoints were evicted (BlockRemoved seen)", ic["removed"] > 0),
+        ("some prompts came again after their blocks were evicted", counts["repeats_evicted"] > 0),
+        ("some prompts were whole blocks, all indexed (the cap)", counts["capped"] > 0),
         ("AllBlocksCleared seen at each start", ic["cleared"] >= 2),
         ("no block announced before its parent", ic["orphans"] == 0),
         ("every BlockStored has block_size %d" % BLOCK, index.block_sizes == {BLOCK}),

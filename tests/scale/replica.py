@@ -120,7 +120,7 @@ class Replica:
 def kv_event_state(metrics):
     """(last sequence number sent or None, events in flight or None) from /metrics."""
     last = None
-    pushed = sent = dropped = None
+    pushed = sent = None
     for name, v in metrics.items():
         base = name.split("{")[0]
         if "kv_event" not in base:
@@ -129,11 +129,10 @@ def kv_event_state(metrics):
             last = None if v < 0 else int(v)
         elif base.endswith("pushed_total") or base.endswith("queued_total"):
             pushed = v
-        elif base.endswith("dropped_total"):
-            dropped = v
         elif base.endswith("events_sent_total") or base.endswith("events_published_total"):
             sent = v
+    # queued counts the pushes that entered the ring (a dropped one never did)
     inflight = None
     if pushed is not None and sent is not None:
-        inflight = pushed - sent - (dropped or 0)
+        inflight = pushed - sent
     return last, inflight

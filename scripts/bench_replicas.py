@@ -16,10 +16,11 @@ makes llm-d's block keys (tests/scale/llmd_index.py) and scores each replica
   2 x (blocks of the prompt indexed on the replica without a break, from the
        first) / (blocks of the prompt)                    prefix-cache-scorer
   + 1 x (1 - vllm:kv_cache_usage_perc)                     kv-cache-utilization-scorer
-  + 1 x (fewest in flight: 1 ... most: 0, min-max)         queue-scorer
-and takes the highest, ties to the replica with fewer requests in flight,
-then to the lower index (llm-d breaks ties at random). The in-flight counts
-are the picker's own (llm-d reads vllm:num_requests_waiting every 50 ms);
+  + 1 x (fewest waiting: 1 ... most: 0, min-max)           queue-scorer
+and takes the highest, ties to the replica with fewer requests running,
+then to the lower index (llm-d breaks ties at random). Waiting and running
+are the picker's own counts of what it sent (waiting: past the replica's
+--max-running), where llm-d reads vllm:num_requests_waiting every 50 ms;
 the KV usage is read from /metrics every 100 ms. "round-robin" alternates.
 TTFT is measured from sending the request to the replica (routing time is
 not in it) to the first streamed token. Prints one table."""
@@ -91,8 +92,9 @@ def stream_chat(url, body):
 
 
 class Picker:
-    def __init__(self, reps, index, subs, block):
+    def __init__(self, reps, index, subs, block, max_running):
         self.reps, self.index, self.subs = reps, index, subs
+        self.max_running = max_running
         self.tp = TokenProcessor(block)
         self.lock = threading.Lock()
         self.inflight = [0] * len(reps)
@@ -122,13 +124,15 @@ class Picker:
         keys = self.tp.keys(None, tokens, self.reps[0].model_name)
         with self.lock:
             chains = [self.index.chain(keys, s.pod) if s.pod else 0 for s in self.subs]
-            lo, hi = min(self.inflight), max(self.inflight)
+            # the queue scorer reads requests waiting for a slot: those past --max-running
+            waiting = [max(0, n - self.max_running) for n in self.inflight]
+            lo, hi = min(waiting), max(waiting)
             scores = []
             for i in range(len(self.reps)):
                 prefix = chains[i] / len(keys) if keys else 0.0
-                q = 1.0 if hi == lo else (hi - self.inflight[i]) / (hi - lo)
+                q = 1.0 if hi == lo else (hi - waiting[i]) / (hi - lo)
                 scores.append(2 * prefix + (1 - self.kv_usage[i]) + q)
-            best = max(range(len(self.reps)), key=lambda i: (scores[i], -self.inflight[i], -i))
+            best = max(range(len(self.reps)), key=lambda i: (round(scores[i], 6), -self.inflight[i], -i))
             self.inflight[best] += 1
         return best, chains[best]
 
@@ -144,7 +148,8 @@ class Picker:
 def run_policy(policy, args, users, work):
     ctx = zmq.Context()
     extra = ["--threads", str(args.threads), "--state-checkpoint-interval", str(args.block),
-             "--kv-mb", str(args.kv_mb), "--cache-state-mb", str(args.cache_state_mb)]
+             "--kv-mb", str(args.kv_mb), "--cache-state-mb", str(args.cache_state_mb),
+             "--max-running", str(args.max_running)]
     reps = [Replica(args.bin, args.model, "%s-%d" % (policy, i), work, model_name="bench", extra_args=extra,
                     replay=False) for i in range(2)]
     for r in reps:
@@ -152,7 +157,7 @@ def run_policy(policy, args, users, work):
     index = Index(TokenProcessor(args.block))
     subs = [Subscriber(ctx, index, r.events_endpoint) for r in reps]
     time.sleep(0.3)  # the subscribers connect
-    picker = Picker(reps, index, subs, args.block) if policy == "prefix" else None
+    picker = Picker(reps, index, subs, args.block, args.max_running) if policy == "prefix" else None
     rr = [0]
     results, errors = [], []
     todo = queue.Queue()
@@ -224,6 +229,7 @@ def main():
     ap.add_argument("--block", type=int, default=64, help="--state-checkpoint-interval of the replicas")
     ap.add_argument("--kv-mb", type=float, default=16)
     ap.add_argument("--cache-state-mb", type=float, default=16)
+    ap.add_argument("--max-running", type=int, default=4, help="--max-running of the replicas")
     ap.add_argument("--threads", type=int, default=1, help="compute threads per replica")
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--policies", default="round-robin,prefix")

@@ -27,8 +27,9 @@ Event handling:
 Events with a group_idx must name an attention kind ("full_attention"...)
 or they are skipped, and a removal for a group never stored is skipped.
 
-The subscriber follows llm-d's sequence rules: on connect with a replay
-socket it asks for everything from 0; a gap (seq > last + 1) asks the replay
+The subscriber follows llm-d's sequence rules. Without a replay socket it
+applies every batch as it comes. With one: on connect it asks for
+everything from 0; a gap (seq > last + 1) asks the replay
 socket for the missing batches; a sequence that goes backwards (a restarted
 server) clears the pod and replays from 0; duplicates are ignored.
 
@@ -332,6 +333,11 @@ class Subscriber:
             d.close(0)
 
     def _live(self, topic, seq, payload):
+        if not self.replay_endpoint:
+            # llm-d without a replay socket applies every batch as it comes
+            self.last_live = seq
+            self._apply(topic, seq, payload)
+            return
         if self.last_live is not None and seq < self.last_live:
             # the stream went backwards: a restarted server
             self.stats["resets"] += 1

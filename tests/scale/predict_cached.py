@@ -15,10 +15,14 @@ event the server has sent so far is in the index (the sequence number in
 indexed blocks, capped so that one prompt token is left to compute), sends
 the request and compares with usage.prompt_tokens_details.cached_tokens.
 Some live event batches are thrown away on purpose so that the gap is
-found and filled from the replay socket.
+found (by the next batch, or by /metrics when no batch follows) and filled
+from the replay socket.
 
 Prints ok/FAIL lines and "RESULT passed=N failed=M".
-Env: DS_BIN, DS_TMP (tests/run.sh); DS_SCALE_REQUESTS (default 300)."""
+Env: DS_BIN, DS_TMP (tests/run.sh); DS_SCALE_REQUESTS (default 300; 120
+under the sanitizers, DS_SANITIZE, where every engine step also checks its
+invariants); DS_SCALE_KV_MB, DS_SCALE_CKPT_MB (the server's --kv-mb 2 and
+--cache-state-mb 0.75)."""
 import os
 import random
 import sys
@@ -136,7 +140,7 @@ def main():
     if not binary or not tmp:
         print("DS_BIN and DS_TMP must be set (tests/run.sh)")
         finish()
-    n_requests = int(os.environ.get("DS_SCALE_REQUESTS", "300"))
+    n_requests = int(os.environ.get("DS_SCALE_REQUESTS", "120" if os.environ.get("DS_SANITIZE") else "300"))
     work = os.path.join(tmp, "kv-routing")
     os.makedirs(work, exist_ok=True)
     model = os.path.join(work, "tiny.gguf")
@@ -253,6 +257,8 @@ def main():
         ("every BlockStored has block_size %d" % BLOCK, index.block_sizes == {BLOCK}),
         ("lost batches found as gaps and filled from the replay socket",
          st["dropped_on_purpose"] > 0 and st["replayed"] > 0),
+        ("topic kv@<host>:<port>@<model>, data_parallel_rank nil",
+         st["topics"] == {"kv@127.0.0.1:%d@%s" % (rep.port, rep.model_name)} and st["dp_ranks"] == {None}),
         ("the server exits 0 on SIGTERM", rc == 0),
     ]
     for name, cond in checks:

@@ -146,7 +146,9 @@ ds_status ds_engine_new(ds_model *model, const ds_engine_params *params, ds_engi
         else if (p.kv_events && ds_prefix_events_on(g->cache, p.kv_events, ds_engine_kv_block_size(g)))
             s = ds_fail(e, DS_ENOMEM, "engine: out of memory for the KV events' block records");
     } else if (!s && p.kv_events) { /* no cache, nothing to announce: the router learns just that */
-        ds_kv_event ev = {.type = DS_KV_ALL_CLEARED};
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        ds_kv_event ev = {.type = DS_KV_ALL_CLEARED, .time = (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9};
         ds_kv_event_push(p.kv_events, &ev);
     }
     /* speculation: drafts need the MTP head's own KV (one layer, same page ids) and verify slots */

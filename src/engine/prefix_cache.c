@@ -76,6 +76,7 @@ struct ds_prefix_cache {
     uint64_t marks;
     int32_t *real_store;        /* [max_nodes][page_size] */
     uint8_t (*img_store)[DS_KV_HASH_BYTES]; /* [max_nodes][DS_PREFIX_PAGE_IMAGES] */
+    const struct node **blk_pages; /* [bp] a block's nodes, first to last */
     int32_t *blk_tokens;        /* [bp * page_size] an event's tokens */
     uint8_t (*blk_extra)[DS_KV_HASH_BYTES]; /* [bp * DS_PREFIX_PAGE_IMAGES] an event's image hashes */
 };
@@ -113,6 +114,7 @@ void ds_prefix_cache_free(ds_prefix_cache *c) {
     free(c->free_nodes);
     free(c->real_store);
     free(c->img_store);
+    free(c->blk_pages);
     free(c->blk_tokens);
     free(c->blk_extra);
     free(c);
@@ -136,11 +138,17 @@ static int announceable(const ds_prefix_cache *c, const node *nd) {
            (nd->bparent == &c->root || nd->bparent->announced);
 }
 
+/* The nodes of the block ending at nd into c->blk_pages; returns the block end before it. */
+static node *block_pages(ds_prefix_cache *c, node *nd) {
+    for (int i = c->bp - 1; i >= 0; i--, nd = nd->parent) c->blk_pages[i] = nd;
+    return nd;
+}
+
 /* The block ending at nd: its real tokens and its images' hashes, in order. */
-static int gather_block(ds_prefix_cache *c, const node *nd) {
-    const node *pages[4096];
+static int gather_block(ds_prefix_cache *c, node *nd) {
+    const node **pages = c->blk_pages;
     int bp = c->bp;
-    for (int i = bp - 1; i >= 0; i--, nd = nd->parent) pages[i] = nd;
+    block_pages(c, nd);
     int n_extra = 0;
     for (int i = 0; i < bp; i++) {
         memcpy(c->blk_tokens + (size_t)i * c->page_size, pages[i]->real, (size_t)c->page_size * sizeof(int32_t));
@@ -221,13 +229,14 @@ static void withdraw(ds_prefix_cache *c, node *nd) {
 
 int ds_prefix_events_on(ds_prefix_cache *c, ds_kv_event_queue *q, int block_size) {
     int ps = c->page_size;
-    if (block_size < ps || block_size % ps || block_size / ps > 4096) return -1;
+    if (block_size < ps || block_size % ps) return -1;
     c->bp = block_size / ps;
+    c->blk_pages = malloc((size_t)c->bp * sizeof *c->blk_pages);
     c->real_store = malloc((size_t)c->max_nodes * (size_t)ps * sizeof *c->real_store);
     c->img_store = malloc((size_t)c->max_nodes * DS_PREFIX_PAGE_IMAGES * sizeof *c->img_store);
     c->blk_tokens = malloc((size_t)block_size * sizeof *c->blk_tokens);
     c->blk_extra = malloc((size_t)c->bp * DS_PREFIX_PAGE_IMAGES * sizeof *c->blk_extra);
-    if (!c->real_store || !c->img_store || !c->blk_tokens || !c->blk_extra) return -1;
+    if (!c->blk_pages || !c->real_store || !c->img_store || !c->blk_tokens || !c->blk_extra) return -1;
     for (int i = 0; i < c->max_nodes; i++) {
         c->nodes[i].real = c->real_store + (size_t)i * ps;
         c->nodes[i].img = c->img_store + (size_t)i * DS_PREFIX_PAGE_IMAGES;
@@ -276,12 +285,9 @@ static void describe_node(ds_prefix_cache *c, node *nd, int d, const int32_t *ke
     nd->hash = 0;
     if (nd->depth % c->bp) return;
     /* our hash: SHA-256 over the previous block's hash and this block's cache keys (which carry image identity) */
-    const node *pages[4096];
-    node *up = nd;
-    for (int i = c->bp - 1; i >= 0; i--, up = up->parent) {
-        pages[i] = up;
-        nd->blk_over |= up->img_over;
-    }
+    node *up = block_pages(c, nd);
+    const node **pages = c->blk_pages;
+    for (int i = 0; i < c->bp; i++) nd->blk_over |= pages[i]->img_over;
     nd->bparent = up;
     struct sha256_ctx h;
     sha256_init(&h);

@@ -40,7 +40,7 @@ TEST_BIN := $(TEST_SRC:tests/unit/%.c=$(BUILD)/tests/%)
 BIN     := $(BUILD)/deltaserve
 DEFAULT_MODEL := $(BUILD)/models/default.gguf
 
-.PHONY: all deps test test-sanitize run clean tests-bin
+.PHONY: all deps test test-sanitize run clean tests-bin bench-replicas
 all: $(BIN) $(DEFAULT_MODEL)
 
 deps:
@@ -94,6 +94,12 @@ run: deps
 	$(MAKE) all
 	$(BIN) info -m $(DEFAULT_MODEL)
 	$(BIN) serve
+
+# Two replicas with KV events behind a prefix-aware picker (llm-d's scoring,
+# tests/scale/llmd_index.py) against round-robin: one table of hit rate and
+# TTFT. A benchmark, not a test; BENCH_ARGS passes options (--help lists them).
+bench-replicas: $(BIN) $(DEFAULT_MODEL)
+	/usr/bin/python3 scripts/bench_replicas.py $(BENCH_ARGS)
 
 clean:
 	rm -rf build build-san

@@ -80,7 +80,7 @@ ds_status ds_dp_check(const ds_server_config *c, ds_err *e) {
 }
 
 /* Runs one rank: the configuration with this rank's port, endpoints and threads. */
-static int run_rank(const ds_server_config *base, int rank, int port, int n_threads) {
+static int run_rank(const ds_server_config *base, int rank, int port, int n_threads, int supervisor_pid) {
     ds_server_config c = *base;
     static char pub[256], replay[256];
     ds_err e = {0};
@@ -92,6 +92,7 @@ static int run_rank(const ds_server_config *base, int rank, int port, int n_thre
     if (c.kv_events_replay_endpoint) c.kv_events_replay_endpoint = replay;
     c.data_parallel_rank = rank;
     c.port = port;
+    c.supervisor_pid = supervisor_pid;
     c.n_threads = c.load.n_threads = n_threads;
     return ds_server_run(&c);
 }
@@ -130,17 +131,15 @@ static int supervise(const ds_server_config *c) {
         int port = c->reuse_port || c->port == 0 ? c->port : c->port + r;
         pid_t pid = fork();
         if (pid == 0) {
-            /* Its own process group: a terminal's Ctrl-C reaches the supervisor alone, which
-             * forwards it once (a rank that got it twice would end its requests at once). Its
-             * parent's death (even SIGKILL) sends it SIGTERM: no rank outlives the supervisor. */
-            setpgid(0, 0);
+            /* the parent's death (even by SIGKILL) sends the rank SIGTERM: no rank outlives
+             * the supervisor */
             prctl(PR_SET_PDEATHSIG, SIGTERM);
             if (getppid() != self) _exit(1);
             sigset_t m = old;
             sigaddset(&m, SIGTERM);   /* pending ones stay for the rank's own sigwait */
             sigaddset(&m, SIGINT);
             sigprocmask(SIG_SETMASK, &m, NULL);
-            int code = run_rank(c, r, port, threads);
+            int code = run_rank(c, r, port, threads, (int)self);
             fflush(NULL);
             exit(code);
         }
@@ -203,6 +202,6 @@ int ds_serve(const ds_server_config *c) {
         return 2;
     }
     if (c->data_parallel_size > 1 && c->data_parallel_rank < 0) return supervise(c);
-    if (c->data_parallel_rank >= 0) return run_rank(c, c->data_parallel_rank, c->port, c->n_threads);
+    if (c->data_parallel_rank >= 0) return run_rank(c, c->data_parallel_rank, c->port, c->n_threads, 0);
     return ds_server_run(c);
 }

@@ -798,8 +798,14 @@ int ds_server_run(const ds_server_config *cfg) {
     fprintf(stderr, "deltaserve serve: ready: model '%s', context %d tokens, %s, http://%s:%d/v1%s\n", s->model_name,
             s->ctx, s->vision ? "text and images" : "text only", host, port, rank);
     fflush(stderr);
-    int sig = 0;
-    sigwait(&sigs, &sig);
+    siginfo_t si;
+    int sig;
+    while ((sig = sigwaitinfo(&sigs, &si)) < 0) {}
+    /* A rank of --data-parallel counts its supervisor's signals apart from everyone else's: a
+     * signal to the process group (systemd's stop, a terminal's Ctrl-C) comes both directly and
+     * passed on by the supervisor, and is one stop. */
+    int from[2] = {0, 0};   /* signals seen: [0] from others, [1] from the supervisor */
+    from[cfg->supervisor_pid && si.si_pid == cfg->supervisor_pid]++;
     /* drain: refuse new work, let the running requests finish */
     atomic_store(&s->draining, 1);
     fprintf(stderr, "deltaserve serve: %s: draining %d request(s)\n", sig == SIGTERM ? "SIGTERM" : "SIGINT",
@@ -808,8 +814,9 @@ int ds_server_run(const ds_server_config *cfg) {
     int again = 0;   /* a second signal: whoever sent it wants the process gone now */
     while (!again && atomic_load(&s->in_flight) > 0 && ds_server_now() - t0 < cfg->drain_timeout_s) {
         struct timespec tick = {.tv_nsec = 10 * 1000000L};
-        int got = sigtimedwait(&sigs, NULL, &tick);
-        if (got == SIGTERM || got == SIGINT) again = got;
+        int got = sigtimedwait(&sigs, &si, &tick);
+        if ((got == SIGTERM || got == SIGINT) && ++from[cfg->supervisor_pid && si.si_pid == cfg->supervisor_pid] > 1)
+            again = got;
     }
     if (atomic_load(&s->in_flight) > 0) {
         /* out of patience, but not silent: every request still running ends with an error its

@@ -8,6 +8,8 @@
 #   hybrid tiny model, num_gpu_blocks = the KV pool in those blocks) and
 #   vllm:lora_requests_info (no adapters), in valid Prometheus text; SIGTERM to the supervisor
 #   ends every process, exit 0.
+# - A SIGTERM a rank gets both directly and through the supervisor (a process-group signal) is
+#   one stop: a running request finishes; two to the supervisor end it at once, with an error.
 # - SIGKILL to one rank: the supervisor stops the other and exits non-zero naming the rank
 #   and the signal.
 # - --reuse-port: both ranks listen on one port; 40 connections, each rank answers some of
@@ -171,6 +173,58 @@ EOF
         ok "the ranks got the SIGTERM once each" || bad "SIGTERM forwarded" "$(tail -n 6 "$log" | tr '\n' '|')"
 fi
 
+# --- a SIGTERM to the whole process group (systemd's default stop, a shell's kill -- -PGID)
+# reaches each rank twice, from the sender and through the supervisor: that is one stop, and a
+# running request finishes. Played in the order that tells (the direct one first, taken, then
+# the supervisor's). Two SIGTERMs to the supervisor are two stops: the request ends at once,
+# with an error its client sees ---
+# two_signals MODE: a long streamed request on rank 0, then (group) SIGTERM to rank 0 and then
+# to the supervisor, or (twice) two to the supervisor, each sent once the one before was taken;
+# prints the stream's status, finish reasons and whether it carried an error
+two_signals() {
+    # long enough to run for a good while after the first signal: ~0.3 s here, seconds under
+    # the sanitizers with a fifth of the tokens
+    "$PY" - "$1" "$base" "$sup" "${rank_pid[0]}" "$log" "$([ -n "${DS_SANITIZE:-}" ] && echo 200 || echo 1000)" <<'EOF'
+import http.client, json, os, signal, sys, time
+mode, port, sup, rank0, log, n = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]), sys.argv[5], int(sys.argv[6])
+c = http.client.HTTPConnection("127.0.0.1", port, timeout=120)
+c.request("POST", "/v1/completions", json.dumps({"model": "tiny", "prompt": "a long one", "max_tokens": n,
+          "temperature": 0, "ignore_eos": True, "stream": True}), {"Content-Type": "application/json"})
+r = c.getresponse()
+first = r.read(20)                     # the stream has begun: the request is running
+os.kill(rank0 if mode == "group" else sup, signal.SIGTERM)
+for _ in range(2000):                  # rank 0 took it and drains
+    if "SIGTERM: draining 1 request(s)" in open(log).read():
+        break
+    time.sleep(0.005)
+os.kill(sup, signal.SIGTERM)
+rest = (first + r.read()).decode()
+reasons = [json.loads(l[6:])["choices"][0]["finish_reason"] for l in rest.split("\n")
+           if l.startswith("data: {") and '"choices"' in l]
+print(f"status {r.status} finish {[x for x in reasons if x]} error {'error' in rest}")
+EOF
+}
+base=$(free_ports 2)
+start dp2-group --data-parallel 2 --port "$base"
+if wait_ready 2; then
+    out=$(two_signals group)
+    [ "$out" = "status 200 finish ['length'] error False" ] &&
+        ok "a rank signalled directly and through the supervisor drains once: the running request finishes" ||
+        bad "one stop from a group SIGTERM" "$out; $(grep -E 'SIGTERM|rank' "$log" | tr '\n' '|')"
+    stopped "the supervisor exits 0 after a group SIGTERM" "$sup" 0
+    gone "${rank_pid[@]}" || bad "no rank left after a group SIGTERM" "still running: ${rank_pid[*]}"
+else bad "two ranks start (group)" "$(tail -n 5 "$log")"; fi
+base=$(free_ports 2)
+start dp2-twice --data-parallel 2 --port "$base"
+if wait_ready 2; then
+    out=$(two_signals twice)
+    [[ "$out" == "status 200 finish "*" error True" ]] && grep -q "SIGTERM again: ending 1 request(s) now" "$log" &&
+        ok "SIGTERM twice to the supervisor: the running request ends at once, with an error" ||
+        bad "SIGTERM twice to the supervisor" "$out; $(grep -E 'SIGTERM|rank' "$log" | tr '\n' '|')"
+    stopped "the supervisor exits 0 after SIGTERM twice" "$sup" 0
+    gone "${rank_pid[@]}" || bad "no rank left after SIGTERM twice" "still running: ${rank_pid[*]}"
+else bad "two ranks start (twice)" "$(tail -n 5 "$log")"; fi
+
 # --- a rank killed: the supervisor stops the other and fails ---
 base=$(free_ports 2)
 start dp2-kill --data-parallel 2 --port "$base"
@@ -265,6 +319,9 @@ refused "a rank not below the size" "--data-parallel-rank 2 is not below --data-
 refused "a rank without the size" "--data-parallel-rank 1 is not below --data-parallel 1" -- --data-parallel-rank 1
 refused "the last rank's port past 65535" "rank 3 would listen on port 65537, past 65535" -- --data-parallel 4 --port 65534
 refused "--reuse-port with --port 0" "--reuse-port needs a fixed --port" -- --data-parallel 2 --reuse-port --port 0
+
+reports=$(grep -lE 'Sanitizer|runtime error' "$T"/*.log 2>/dev/null)
+[ -z "$reports" ] && ok "no sanitizer report in any log" || bad "sanitizer reports" "$(grep -hE -A3 'Sanitizer|runtime error' $reports | head -n 12)"
 
 echo "RESULT passed=$passed failed=$failed"
 [ "$failed" -eq 0 ]

@@ -16,6 +16,7 @@
 #include "common/strbuf.h"
 #include "common/version.h"
 #include "jinja/jinja.h"
+#include "server/data_parallel.h"
 #include "server/server.h"
 
 static void usage(FILE *f) {
@@ -42,6 +43,19 @@ static void usage(FILE *f) {
             "  --allowed-methods L    CORS: methods a preflight allows (default: GET, POST, OPTIONS)\n"
             "  --allowed-headers L    CORS: headers a preflight allows (default: those it asks for)\n"
             "  --version              print the version and build, and exit\n"
+            "data parallel (README: Data parallel):\n"
+            "  --data-parallel, --data-parallel-size N\n"
+            "                         N ranks (1..64), each a whole server with its own engine, forked\n"
+            "                         by a supervisor that passes SIGTERM/SIGINT on and stops all when\n"
+            "                         one dies; rank r listens on --port + r (default 1: one server).\n"
+            "                         Every memory budget below (--kv-mb, --state-mb, ...) is per rank;\n"
+            "                         --threads too (default: the cores divided among the ranks)\n"
+            "  --reuse-port           every rank (or process) listens on --port itself with SO_REUSEPORT:\n"
+            "                         the kernel spreads the connections among them\n"
+            "  --data-parallel-rank R\n"
+            "                         run rank R alone (0..N-1, with --data-parallel N): N processes\n"
+            "                         started by hand, on ports of their own or one with --reuse-port;\n"
+            "                         its KV events go to the endpoint's port + R\n"
             DS_CLI_LOAD_USAGE
             "images (README: Images; the tower: --mmproj / --no-mmproj above):\n"
             "  --vision-memory X      MiB images being encoded hold at once (default 1024)\n"
@@ -231,6 +245,7 @@ int ds_cmd_serve(int argc, char **argv) {
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) { usage(stdout); return 0; }
         if (!strcmp(a, "--version")) { ds_version_print(stdout); return 0; }
         if (!strcmp(a, "--no-prefix-cache")) { c.engine.prefix_cache = 0; continue; }
+        if (!strcmp(a, "--reuse-port")) { c.reuse_port = 1; continue; }
         if (a[0] != '-') {   /* the model, as `vllm serve MODEL` takes it */
             if (c.model_path) {
                 fprintf(stderr, "deltaserve serve: '%s': the model is already '%s'\n", a, c.model_path);
@@ -253,6 +268,14 @@ int ds_cmd_serve(int argc, char **argv) {
         else if (!strcmp(a, "--host")) c.host = v;
         else if (!strcmp(a, "--port")) { if (ds_arg_int(a, v, 0, 65535, &n)) return 2; c.port = (int)n; }
         else if (!strcmp(a, "--api-key")) c.api_key = v;
+        else if (!strcmp(a, "--data-parallel") || !strcmp(a, "--data-parallel-size")) {
+            if (ds_arg_int(a, v, 1, DS_DP_MAX_RANKS, &n)) return 2;
+            c.data_parallel_size = (int)n;
+        }
+        else if (!strcmp(a, "--data-parallel-rank")) {
+            if (ds_arg_int(a, v, 0, DS_DP_MAX_RANKS - 1, &n)) return 2;
+            c.data_parallel_rank = (int)n;
+        }
         else if (!strcmp(a, "--served-model-name")) {
             /* vLLM's list (--served-model-name a b) and the repeated option both add names */
             for (;;) {
@@ -331,6 +354,11 @@ int ds_cmd_serve(int argc, char **argv) {
         else if ((r = ds_cli_load_arg("serve", a, v, &c.load))) { if (r < 0) return 2; }
         else { fprintf(stderr, "deltaserve serve: unknown option '%s'\n", a); usage(stderr); return 2; }
     }
+    ds_err e = {0};
+    if (ds_dp_check(&c, &e) != DS_OK) {   /* before a model is looked for or fetched */
+        fprintf(stderr, "deltaserve serve: %s\n", e.msg);
+        return 2;
+    }
     int rc = ds_cli_hub_model(&hub, "serve", &c.model_path);
     if (rc) return rc;
     if (hub.res.mtp && !c.load.mtp_path) c.load.mtp_path = hub.res.mtp; /* the head file beside it */
@@ -359,7 +387,7 @@ int ds_cmd_serve(int argc, char **argv) {
         c.model_path = model_buf;
     }
     c.load.n_threads = c.n_threads;
-    rc = ds_server_run(&c);
+    rc = ds_serve(&c);   /* one server, or the ranks of --data-parallel */
     ds_cli_hub_free(&hub);
     free(template_text);
     return rc;

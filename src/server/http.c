@@ -588,6 +588,13 @@ static int load(ds_server *s) {
     int kv_tokens = es.kv_pages_total * c->engine.page_size;
     if (kv_tokens > 0 && kv_tokens < s->ctx) s->ctx = kv_tokens;
     if (c->ctx > 0 && c->ctx < s->ctx) s->ctx = c->ctx;
+    /* vllm:cache_config_info: the pool in the blocks a router counts (the KV events' blocks) */
+    ds_cache_info ci = {.block_size = ds_engine_kv_block_size(s->eng),
+                        .kv_cache_size_tokens = (int64_t)es.kv_pages_total * c->engine.page_size,
+                        .kv_cache_memory_bytes = c->engine.kv_bytes, .enable_prefix_caching = c->engine.prefix_cache != 0};
+    ci.num_gpu_blocks = ci.block_size > 0 ? ci.kv_cache_size_tokens / ci.block_size : 0;
+    ci.mamba_block_size = ds_model_n_gdn_layers(s->model) > 0 ? ci.block_size : 0;
+    ds_metrics_set_engine(&s->metrics, c->data_parallel_rank, &ci);
     size_t n = 0;
     const char *eos = mc->n_eos ? ds_tokenizer_token_bytes(s->tok, mc->eos_ids[0], &n) : NULL;
     if (eos && n < sizeof s->eos_text) memcpy(s->eos_text, eos, n);
@@ -617,10 +624,12 @@ static void base_name(const char *path, char *out, size_t cap) {
  * *bound). host is an IPv4 or IPv6 address, the latter also in brackets
  * ([::1], as in a URL); "::" listens on IPv4 too (dual stack). Made here
  * rather than by libmicrohttpd so that a failure can say why (the port in
- * use, an address not on this machine). Returns the socket, -2 for a host
- * that is not an IP address, -1 for any other failure, each after its one
+ * use, an address not on this machine). reuse_port: SO_REUSEPORT, so that the
+ * ranks of --data-parallel (or processes started by hand) share the port and
+ * the kernel spreads the connections among them. Returns the socket, -2 for a
+ * host that is not an IP address, -1 for any other failure, each after its one
  * line on stderr. */
-static int listen_socket(const char *host, int port, int *bound) {
+static int listen_socket(const char *host, int port, int reuse_port, int *bound) {
     char name[INET6_ADDRSTRLEN + 16];
     size_t hl = strlen(host);
     if (hl >= 2 && host[0] == '[' && host[hl - 1] == ']') snprintf(name, sizeof name, "%.*s", (int)(hl - 2), host + 1);
@@ -645,6 +654,12 @@ static int listen_socket(const char *host, int port, int *bound) {
     /* lets a restarted server take its port while old connections linger in TIME_WAIT; a port
      * another process listens on still fails with EADDRINUSE */
     setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+    if (reuse_port && setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &one, sizeof one) != 0) {
+        fprintf(stderr, "deltaserve serve: --reuse-port: SO_REUSEPORT refused: %s\n", strerror(errno));
+        freeaddrinfo(ai);
+        close(fd);
+        return -1;
+    }
     /* "::" takes IPv4 clients too, whatever the system's default (net.ipv6.bindv6only) */
     if (family == AF_INET6) setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &zero, sizeof zero);
     int failed = bind(fd, ai->ai_addr, ai->ai_addrlen) != 0 || listen(fd, SOMAXCONN) != 0;
@@ -653,7 +668,9 @@ static int listen_socket(const char *host, int port, int *bound) {
         int err = errno;
         fprintf(stderr, "deltaserve serve: cannot listen on %s%s%s:%d: %s%s\n", family == AF_INET6 ? "[" : "", name,
                 family == AF_INET6 ? "]" : "", port, strerror(err),
-                err == EADDRINUSE ? " (another process has this port; choose another with --port)" : "");
+                err != EADDRINUSE ? ""
+                : reuse_port ? " (another process has this port without SO_REUSEPORT, or as another user)"
+                             : " (another process has this port; choose another with --port)");
         close(fd);
         return -1;
     }
@@ -715,6 +732,7 @@ int ds_server_run(const ds_server_config *cfg) {
     s->cfg = *cfg;
     s->created = (long)time(NULL);
     ds_metrics_init(&s->metrics);
+    ds_metrics_set_engine(&s->metrics, cfg->data_parallel_rank, NULL);
     if (cfg->n_served_model_names) snprintf(s->model_name, sizeof s->model_name, "%s", cfg->served_model_names[0]);
     else base_name(cfg->model_path, s->model_name, sizeof s->model_name);
 
@@ -756,7 +774,7 @@ int ds_server_run(const ds_server_config *cfg) {
     }
     char host[INET6_ADDRSTRLEN + 16];
     url_host(cfg->host, host, sizeof host);
-    int port = 0, fd = listen_socket(cfg->host, cfg->port, &port);
+    int port = 0, fd = listen_socket(cfg->host, cfg->port, cfg->reuse_port, &port);
     if (fd < 0) {
         ds_cors_free(cors);
         ds_metrics_free(&s->metrics);
@@ -799,7 +817,10 @@ int ds_server_run(const ds_server_config *cfg) {
         free(s);
         return 1;
     }
-    fprintf(stderr, "deltaserve serve: listening on http://%s:%d (loading %s)\n", host, port, cfg->model_path);
+    char rank[48] = "";   /* data parallel: which rank says it */
+    if (cfg->data_parallel_rank >= 0)
+        snprintf(rank, sizeof rank, ", rank %d of %d", cfg->data_parallel_rank, cfg->data_parallel_size);
+    fprintf(stderr, "deltaserve serve: listening on http://%s:%d (loading %s%s)\n", host, port, cfg->model_path, rank);
     int rc = 0;
     pthread_t engine_thread;
     int engine_started = 0;
@@ -821,11 +842,17 @@ int ds_server_run(const ds_server_config *cfg) {
     }
     engine_started = 1;
     atomic_store(&s->ready, 1);
-    fprintf(stderr, "deltaserve serve: ready: model '%s', context %d tokens, %s, http://%s:%d/v1\n", s->model_name,
-            s->ctx, s->vision ? "text and images" : "text only", host, port);
+    fprintf(stderr, "deltaserve serve: ready: model '%s', context %d tokens, %s, http://%s:%d/v1%s\n", s->model_name,
+            s->ctx, s->vision ? "text and images" : "text only", host, port, rank);
     fflush(stderr);
-    int sig = 0;
-    sigwait(&sigs, &sig);
+    siginfo_t si;
+    int sig;
+    while ((sig = sigwaitinfo(&sigs, &si)) < 0) {}
+    /* A rank of --data-parallel counts its supervisor's signals apart from everyone else's: a
+     * signal to the process group (systemd's stop, a terminal's Ctrl-C) comes both directly and
+     * passed on by the supervisor, and is one stop. */
+    int from[2] = {0, 0};   /* signals seen: [0] from others, [1] from the supervisor */
+    from[cfg->supervisor_pid && si.si_pid == cfg->supervisor_pid]++;
     /* drain: refuse new work, let the running requests finish */
     atomic_store(&s->draining, 1);
     fprintf(stderr, "deltaserve serve: %s: draining %d request(s)\n", sig == SIGTERM ? "SIGTERM" : "SIGINT",
@@ -834,8 +861,9 @@ int ds_server_run(const ds_server_config *cfg) {
     int again = 0;   /* a second signal: whoever sent it wants the process gone now */
     while (!again && atomic_load(&s->in_flight) > 0 && ds_server_now() - t0 < cfg->drain_timeout_s) {
         struct timespec tick = {.tv_nsec = 10 * 1000000L};
-        int got = sigtimedwait(&sigs, NULL, &tick);
-        if (got == SIGTERM || got == SIGINT) again = got;
+        int got = sigtimedwait(&sigs, &si, &tick);
+        if ((got == SIGTERM || got == SIGINT) && ++from[cfg->supervisor_pid && si.si_pid == cfg->supervisor_pid] > 1)
+            again = got;
     }
     if (atomic_load(&s->in_flight) > 0) {
         /* out of patience, but not silent: every request still running ends with an error its

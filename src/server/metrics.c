@@ -5,6 +5,7 @@
 
 #include <stdio.h>
 #include <string.h>
+#include <time.h>
 
 static const double LAT_BUCKETS[] = {0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5,
                                      0.75, 1.0, 2.5, 5.0, 7.5, 10.0, 20.0, 40.0, 80.0};
@@ -34,6 +35,13 @@ void ds_metrics_init(ds_metrics *m) {
 }
 
 void ds_metrics_free(ds_metrics *m) { pthread_mutex_destroy(&m->mu); }
+
+void ds_metrics_set_engine(ds_metrics *m, int engine, const ds_cache_info *cache) {
+    pthread_mutex_lock(&m->mu);
+    m->engine = engine > 0 ? engine : 0;
+    if (cache) m->cache = *cache, m->cache.known = 1;
+    pthread_mutex_unlock(&m->mu);
+}
 
 #define LOCKED(m, stmt) do { pthread_mutex_lock(&(m)->mu); stmt; pthread_mutex_unlock(&(m)->mu); } while (0)
 
@@ -91,15 +99,45 @@ static void name_label(char *dst, size_t cap, const char *name) {
     dst[n] = '\0';
 }
 
+/* The routers' view of the engine (llm-d's endpoint picker reads both): vllm:cache_config_info, a
+ * gauge of 1 whose labels are vLLM's CacheConfig fields we have a real value for, spelled as vLLM
+ * writes them (Python's str: "True", "None"), and vllm:lora_requests_info, whose value is when its
+ * labels were last true (vLLM sets it to the current time; the picker takes the latest series).
+ * This server loads no LoRA adapters: max_lora 0, none running or waiting. */
+static void router_info(ds_sb *o, const ds_metrics *m) {
+    const ds_cache_info *c = &m->cache;
+    if (c->known) {
+        char mamba[24] = "None";
+        if (c->mamba_block_size > 0) snprintf(mamba, sizeof mamba, "%d", c->mamba_block_size);
+        ds_sb_printf(o, "# HELP vllm:cache_config_info Information of the KV cache (vLLM's CacheConfig labels).\n"
+                        "# TYPE vllm:cache_config_info gauge\n"
+                        "vllm:cache_config_info{block_size=\"%d\",cache_dtype=\"float32\",enable_prefix_caching=\"%s\","
+                        "engine=\"%d\",is_attention_free=\"False\",kv_cache_memory_bytes=\"%zu\","
+                        "kv_cache_size_tokens=\"%lld\",mamba_block_size=\"%s\",num_gpu_blocks=\"%lld\","
+                        "sliding_window=\"None\"} 1\n",
+                     c->block_size, c->enable_prefix_caching ? "True" : "False", m->engine, c->kv_cache_memory_bytes,
+                     (long long)c->kv_cache_size_tokens, mamba, (long long)c->num_gpu_blocks);
+    }
+    struct timespec now;
+    clock_gettime(CLOCK_REALTIME, &now);
+    ds_sb_printf(o, "# HELP vllm:lora_requests_info Running stats on LoRA requests (this server loads no adapters).\n"
+                    "# TYPE vllm:lora_requests_info gauge\n"
+                    "vllm:lora_requests_info{max_lora=\"0\",running_lora_adapters=\"\",waiting_lora_adapters=\"\"} "
+                    "%.3f\n", (double)now.tv_sec + (double)now.tv_nsec * 1e-9);
+}
+
 void ds_metrics_render(ds_metrics *m, const ds_engine_stats *st, const char *model_name, ds_sb *o) {
     ds_engine_stats z = {0};
     if (!st) st = &z;
-    char lbl[300], lbl_c[310];
-    name_label(lbl, sizeof lbl, model_name);
-    snprintf(lbl_c, sizeof lbl_c, "%s,", lbl);
+    /* every per-engine line: model_name and engine (vLLM labels its engines "0", "1", ... even when
+     * there is one) */
+    char name[300], lbl[340], lbl_c[350];
+    name_label(name, sizeof name, model_name);
     double kv = st->kv_pages_total ? (double)st->kv_pages_used / st->kv_pages_total : 0.0;
     double state = st->state_slots_total ? (double)st->state_slots_used / st->state_slots_total : 0.0;
     pthread_mutex_lock(&m->mu);
+    snprintf(lbl, sizeof lbl, "%s,engine=\"%d\"", name, m->engine);
+    snprintf(lbl_c, sizeof lbl_c, "%s,", lbl);
     /* engine gauges and counters */
     metric(o, "deltaserve:num_requests_running", "gauge", "Requests being computed.", lbl, st->running);
     metric(o, "deltaserve:num_requests_waiting", "gauge", "Requests waiting for memory or a slot.", lbl, st->waiting);
@@ -220,5 +258,6 @@ void ds_metrics_render(ds_metrics *m, const ds_engine_stats *st, const char *mod
            "Alias of deltaserve:spec_decode_num_accepted_tokens_total.", lbl, (double)st->spec_accepted);
     hist_render(o, "vllm:time_to_first_token_seconds", "Alias of deltaserve:time_to_first_token_seconds.", &m->ttft, lbl);
     hist_render(o, "vllm:e2e_request_latency_seconds", "Alias of deltaserve:e2e_request_latency_seconds.", &m->e2e, lbl);
+    router_info(o, m);
     pthread_mutex_unlock(&m->mu);
 }

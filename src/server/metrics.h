@@ -27,8 +27,24 @@ typedef enum {
     DS_ERRK_UNAVAILABLE, DS_ERRK_ENGINE, DS_ERRK_INTERNAL, DS_ERRK_COUNT
 } ds_error_kind;
 
+/* What vllm:cache_config_info says of the engine's KV cache, as vLLM's CacheConfig
+ * labels name it (known once the engine exists). */
+typedef struct {
+    int known;                    /* 0: still loading (no cache_config_info line yet) */
+    int block_size;               /* tokens per block: ds_engine_kv_block_size */
+    int64_t num_gpu_blocks;       /* the KV pool's capacity in those blocks */
+    int64_t kv_cache_size_tokens; /* the KV pool's capacity in tokens */
+    size_t kv_cache_memory_bytes; /* the KV pool's budget (--kv-mb) */
+    int enable_prefix_caching;
+    int mamba_block_size;         /* hybrid: tokens between DeltaNet checkpoints; 0: no DeltaNet layers */
+} ds_cache_info;
+
 typedef struct {
     pthread_mutex_t mu;
+    /* the engine="N" label of every line: this process's data-parallel rank (0 when not data
+     * parallel, as vLLM labels its one engine) */
+    int engine;
+    ds_cache_info cache;
     ds_histogram ttft, itl, e2e;
     /* completion requests: once nothing is in flight, started = ok + aborted_by_client + rejected + failed */
     uint64_t requests_started, requests_ok, aborted_by_client, requests_rejected, requests_failed;
@@ -56,6 +72,9 @@ void ds_metrics_grammar_lookup(ds_metrics *m, int hit);
 /* The KV event publisher whose counters /metrics shows (NULL: none, before it stops). */
 void ds_metrics_kv_publisher(ds_metrics *m, struct ds_kv_publisher *pub);
 const char *ds_error_kind_name(ds_error_kind k);
+/* Before serving: the engine label (a data-parallel rank; < 0: 0) and, once the engine exists,
+ * its cache (NULL: not known yet). */
+void ds_metrics_set_engine(ds_metrics *m, int engine, const ds_cache_info *cache);
 /* Prometheus text format 0.0.4. st: the engine's stats (NULL while loading). */
 void ds_metrics_render(ds_metrics *m, const ds_engine_stats *st, const char *model_name, ds_sb *out);
 

@@ -67,6 +67,9 @@ typedef struct {
     int data_parallel_size;                 /* --data-parallel N: N engines (processes) on one port; 1: one */
     int data_parallel_rank;                 /* this process's rank, 0..N-1 (events, metrics); -1: not data parallel */
     int reuse_port;                         /* SO_REUSEPORT on the listening socket (data parallel) */
+    /* a rank of --data-parallel: its supervisor's pid, whose SIGTERM/SIGINT are counted apart from
+     * others' (a process-group signal reaches the rank from both: one stop, not two); 0: none */
+    int supervisor_pid;
 } ds_server_config;
 
 void ds_server_defaults(ds_server_config *c);

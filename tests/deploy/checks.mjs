@@ -231,9 +231,12 @@ function checkPicker(f, epp, { c, args, podLabels, evPort, interval, services, r
   const scorer = epp.plugins.find((p) => p.type === "precise-prefix-cache-scorer");
   if (!r.check(`${f}: precise-prefix-cache-scorer configured`, scorer, "no precise-prefix-cache-scorer plugin")) return;
   const tp = scorer.parameters?.tokenProcessorConfig || {};
-  const block = tp.blockSizeTokens ?? tp.blockSize;
-  r.check(`${f}: block size is the Deployment's --state-checkpoint-interval`, String(block) === String(interval),
-          `blockSizeTokens ${block} but the Deployment passes --state-checkpoint-interval ${interval}: a hybrid model announces one block per checkpoint interval`);
+  // older releases read blockSize, newer ones blockSizeTokens (and blockSize when it is alone): each given must agree
+  const sizes = ["blockSize", "blockSizeTokens"].filter((k) => k in tp);
+  const wrong = sizes.filter((k) => String(tp[k]) !== String(interval));
+  r.check(`${f}: block size is the Deployment's --state-checkpoint-interval`, sizes.length > 0 && wrong.length === 0,
+          sizes.length ? `${wrong.map((k) => `${k} ${tp[k]}`).join(", ")} but the Deployment passes --state-checkpoint-interval ${interval}: a hybrid model announces one block per checkpoint interval`
+                       : "tokenProcessorConfig sets no blockSize: llm-d's default (16) is not the event block");
   r.check(`${f}: hashSeed set`, typeof tp.hashSeed === "string", "tokenProcessorConfig.hashSeed is not set");
   const ev = scorer.parameters?.kvEventsConfig || {};
   r.check(`${f}: topic filter lets our topics through`, typeof ev.topicFilter === "string" && "kv@".startsWith(ev.topicFilter),

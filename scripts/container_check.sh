@@ -22,7 +22,10 @@ if [ -z "$runtime" ]; then
 fi
 
 echo "container: building $image with $runtime"
-"$runtime" build -t "$image" .
+# podman writes OCI images by default, which have no HEALTHCHECK: ask for Docker's format
+fmt=()
+[ "$runtime" = podman ] && fmt=(--format docker)
+"$runtime" build "${fmt[@]}" -t "$image" .
 name="deltaserve-check-$$"
 trap '"$runtime" rm -f "$name" >/dev/null 2>&1 || true' EXIT
 "$runtime" run -d --name "$name" "$image" >/dev/null

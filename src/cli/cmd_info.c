@@ -5,7 +5,9 @@
 #include "cli/args.h"
 #include "cli/cli_model.h"
 #include "cli/commands.h"
+#include "engine/engine.h"
 #include "loading/model_file.h"
+#include "server/server.h"
 
 static void human(char *buf, size_t n, double v, const char *unit) {
     const char *p[] = {"", "K", "M", "G", "T"};
@@ -14,7 +16,37 @@ static void human(char *buf, size_t n, double v, const char *unit) {
     snprintf(buf, n, "%.2f %s%s", v, p[i], unit);
 }
 
-static void print_info(const ds_model_file *m) {
+/* What `serve` may hold at its default budgets, for sizing a container's memory: every pool is
+ * allocated at start and filled as the prefix cache keeps what requests computed, so under traffic
+ * the resident size climbs to this. A bound, not a measure: each pool is counted at its budget
+ * (the engine may cut the state pools to fewer slots), the weights as the file holds them (the
+ * 2- and 3-bit types are repacked wider at load). The MTP head's KV pool has no budget of its
+ * own: it holds one F32 attention layer for every page of the main pool. */
+static void print_serve_memory(const ds_model_config *c, const ds_model_stats *st, int has_vision) {
+    ds_engine_params p;
+    ds_engine_defaults(&p);
+    const double MiB = (double)(1 << 20);
+    int attn_layers = st->n_full_layers ? st->n_full_layers : 1;
+    size_t layer_page = (size_t)p.page_size * (size_t)c->n_head_kv * (size_t)c->head_dim * 2 * sizeof(float);
+    size_t n_pages = p.kv_bytes / (layer_page * (size_t)attn_layers);
+    int speculates = c->n_mtp && p.spec_tokens > 0 && st->n_gdn_layers > 0;
+    size_t mtp_kv = speculates ? n_pages * layer_page : 0;
+    size_t states = st->n_gdn_layers ? p.state_bytes + (p.prefix_cache ? p.cache_state_bytes : 0) : 0;
+    size_t records = speculates ? p.spec_state_bytes : 0;
+    /* logits of the step and of its MTP drafts, three rows of hidden state per step token */
+    size_t step = (size_t)p.step_tokens * ((size_t)c->n_vocab * 2 + (size_t)c->n_embd * 3) * sizeof(float);
+    size_t vision = has_vision ? DS_DEFAULT_VISION_BYTES : 0;
+    double total = (double)st->weight_bytes + (double)(p.kv_bytes + mtp_kv + states + records + step + vision);
+    printf("serve memory   at most %.0f MiB at serve's default budgets: weights %.1f + KV %.0f (--kv-mb)", total / MiB,
+           (double)st->weight_bytes / MiB, (double)p.kv_bytes / MiB);
+    if (mtp_kv) printf(" + MTP KV %.0f", (double)mtp_kv / MiB);
+    if (states) printf(" + DeltaNet %.0f (--state-mb, --cache-state-mb)", (double)states / MiB);
+    if (records) printf(" + drafts %.0f (--spec-state-mb)", (double)records / MiB);
+    if (vision) printf(" + images %.0f (--vision-memory)", (double)vision / MiB);
+    printf(" + step %.1f MiB\n", (double)step / MiB);
+}
+
+static void print_info(const ds_model_file *m, int has_vision) {
     const ds_model_config *c = ds_model_config_of(m);
     ds_model_stats st;
     ds_model_compute_stats(m, &st);
@@ -61,6 +93,7 @@ static void print_info(const ds_model_file *m) {
         printf("DeltaNet state %lld bytes per sequence (%s: F32 recurrent state + 16-bit conv window, %d layers)\n",
                (long long)st.gdn_state_bytes_per_seq, a, st.n_gdn_layers);
     }
+    print_serve_memory(c, &st, has_vision);
     if (ds_model_mtp_path(m) && strcmp(ds_model_mtp_path(m), ds_model_path(m)) != 0)
         printf("MTP head       from %s\n", ds_model_mtp_path(m));
     printf("stop tokens    ");
@@ -144,7 +177,7 @@ int ds_cmd_info(int argc, char **argv) {
         ds_model_close(m);
         return 1;
     }
-    print_info(m);
+    print_info(m, vf != NULL);
     if (vf) print_vision(vf);
     ds_vision_close(vf);
     ds_model_close(m);

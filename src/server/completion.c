@@ -816,10 +816,8 @@ ds_completion *ds_completion_start(ds_server *s, ds_oai_request *req, const ds_a
     c->created = (long)time(NULL);
     pthread_mutex_init(&c->mu, NULL);
     pthread_cond_init(&c->cv, NULL);
-    static _Atomic uint64_t seq;
     if (fmt) fmt->make_id(c->id, sizeof c->id);
-    else snprintf(c->id, sizeof c->id, "%s-%llx%06llx", c->req.kind == DS_OAI_CHAT ? "chatcmpl" : "cmpl",
-                  (unsigned long long)time(NULL), (unsigned long long)atomic_fetch_add(&seq, 1));
+    else ds_random_id(c->req.kind == DS_OAI_CHAT ? "chatcmpl-" : "cmpl-", c->id, sizeof c->id);
     int n_prompts = c->req.kind == DS_OAI_CHAT ? 1 : c->req.n_prompts;
     c->per_prompt = c->req.kind == DS_OAI_COMPLETION && c->req.best_of > c->n ? c->req.best_of : c->n;
     c->n = n_prompts * c->per_prompt;

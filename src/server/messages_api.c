@@ -564,13 +564,7 @@ out:
 
 /* --- the answer --- */
 
-static void random_id(const char *prefix, char *buf, size_t cap) {
-    char call[48];
-    ds_oai_call_id(call, sizeof call);   /* "call_" and 24 hex digits */
-    snprintf(buf, cap, "%s%s", prefix, call + 5);
-}
-
-static void make_id(char *buf, size_t cap) { random_id("msg_", buf, cap); }
+static void make_id(char *buf, size_t cap) { ds_random_id("msg_", buf, cap); }
 
 static const char *stop_reason(ds_end_kind k) {
     switch (k) {
@@ -608,7 +602,7 @@ static json_t *call_input(const json_t *call) {
 
 static json_t *tool_use_block(const json_t *call, json_t *input) {
     char id[64];
-    random_id("toolu_", id, sizeof id);
+    ds_random_id("toolu_", id, sizeof id);
     json_t *b = json_object();
     json_object_set_new(b, "type", json_string("tool_use"));
     json_object_set_new(b, "id", json_string(id));

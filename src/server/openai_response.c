@@ -5,7 +5,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "server/json_text.h"
 
@@ -76,13 +78,22 @@ json_t *ds_oai_token_string(const char *raw, size_t n, json_t **bytes) {
     return ds_oai_textn(raw, n);
 }
 
+void ds_random_id(const char *prefix, char *buf, size_t cap) {
+    uint64_t x[2];
+    /* random, not a clock and a counter: replicas and data-parallel ranks started in the same second would
+     * otherwise give the same ids */
+    if (getrandom(x, sizeof x, GRND_NONBLOCK) != (ssize_t)sizeof x) {
+        static _Atomic uint64_t counter;
+        x[0] = (atomic_fetch_add(&counter, 1) + 1) * 0x9E3779B97F4A7C15ull ^ (uint64_t)time(NULL);
+        x[1] = (x[0] ^ (uint64_t)getpid() << 32) * 0xBF58476D1CE4E5B9ull ^ (uint64_t)clock();
+    }
+    snprintf(buf, cap, "%s%016llx%016llx", prefix, (unsigned long long)x[0], (unsigned long long)x[1]);
+}
+
 void ds_oai_call_id(char *buf, size_t cap) {
-    static _Atomic uint64_t counter;
-    uint64_t x = atomic_fetch_add(&counter, 1) + (uint64_t)time(NULL) * 0x9E3779B97F4A7C15ull;
-    x ^= x >> 31;
-    x *= 0xBF58476D1CE4E5B9ull;
-    x ^= x >> 27;
-    snprintf(buf, cap, "call_%016llx%08x", (unsigned long long)x, (unsigned)(x >> 13) & 0xffffffffu);
+    char id[48];
+    ds_random_id("call_", id, sizeof id);
+    snprintf(buf, cap, "%.29s", id); /* "call_" and 24 hex digits, as before */
 }
 
 void ds_oai_fingerprint(const char *identity, size_t n, char *buf, size_t cap) {

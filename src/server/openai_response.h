@@ -50,6 +50,8 @@ json_t *ds_oai_usage_json(const ds_oai_usage *u);
  * character shows U+FFFD), with its raw bytes as an int array when bytes != NULL. */
 json_t *ds_oai_token_string(const char *raw, size_t n, json_t **bytes);
 
+/* prefix + 32 random hex digits: ids unique across processes (replicas, data-parallel ranks) */
+void ds_random_id(const char *prefix, char *buf, size_t cap);
 /* A random "call_..." id (24 hex digits) into buf (>= 32 bytes). */
 void ds_oai_call_id(char *buf, size_t cap);
 

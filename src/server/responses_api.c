@@ -12,7 +12,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/random.h>
 #include <sys/types.h>
 #include <time.h>
 
@@ -513,17 +512,7 @@ int ds_responses_parse(const json_t *body, ds_oai_request *out, ds_oai_error *er
 /* --- response --- */
 
 /* PREFIX and 32 random hex digits (the kernel's random source; a counter mix if it has none) */
-static void random_id(const char *prefix, char *buf, size_t cap) {
-    uint64_t x[2];
-    if (getrandom(x, sizeof x, GRND_NONBLOCK) != (ssize_t)sizeof x) {
-        static _Atomic uint64_t counter;
-        x[0] = (atomic_fetch_add(&counter, 1) + 1) * 0x9E3779B97F4A7C15ull ^ (uint64_t)time(NULL);
-        x[1] = x[0] * 0xBF58476D1CE4E5B9ull ^ (uint64_t)clock();
-    }
-    snprintf(buf, cap, "%s%016llx%016llx", prefix, (unsigned long long)x[0], (unsigned long long)x[1]);
-}
-
-static void make_id(char *buf, size_t cap) { random_id("resp_", buf, cap); }
+static void make_id(char *buf, size_t cap) { ds_random_id("resp_", buf, cap); }
 
 static json_t *echo(const json_t *req, const char *k, json_t *dflt) {
     const json_t *v = field(req, k);
@@ -641,16 +630,16 @@ static char *body(ds_answer_ctx *a, const ds_answer_result *res) {
     const char *item_status = res->end.kind == DS_END_LENGTH ? "incomplete" : "completed";
     char id[64];
     if (res->n_reasoning) {
-        random_id("rs_", id, sizeof id);
+        ds_random_id("rs_", id, sizeof id);
         json_array_append_new(out, reasoning_item_json(id, ds_oai_textn(res->reasoning, res->n_reasoning)));
     }
     size_t n_calls = json_array_size(res->tool_calls);
     if (res->n_content || (!n_calls && !res->n_reasoning)) {   /* an empty answer is an empty message */
-        random_id("msg_", id, sizeof id);
+        ds_random_id("msg_", id, sizeof id);
         json_array_append_new(out, message_item_json(id, item_status, ds_oai_textn(res->content, res->n_content)));
     }
     for (size_t i = 0; i < n_calls; i++) {
-        random_id("fc_", id, sizeof id);
+        ds_random_id("fc_", id, sizeof id);
         json_array_append_new(out, call_item_json(id, "completed", json_array_get(res->tool_calls, i), 1));
     }
     set_outcome(r, &res->end, &res->usage);
@@ -738,7 +727,7 @@ static void close_open(stream_state *st, ds_sb *out, const char *status) {
 
 static void open_item(stream_state *st, ds_sb *out, open_kind kind) {
     int reasoning = kind == OPEN_REASONING;
-    random_id(reasoning ? "rs_" : "msg_", st->open_id, sizeof st->open_id);
+    ds_random_id(reasoning ? "rs_" : "msg_", st->open_id, sizeof st->open_id);
     json_t *item = reasoning ? reasoning_item_json(st->open_id, NULL) : message_item_json(st->open_id, "in_progress", NULL);
     emit(st, out, "response.output_item.added", json_pack("{s:i,s:o}", "output_index", st->n_items, "item", item));
     st->n_items++;
@@ -752,7 +741,7 @@ static void stream_part(ds_answer_ctx *a, ds_sb *out, ds_part_kind kind, const c
     if (kind == DS_PART_TOOL_CALL) {
         close_open(st, out, "completed");
         char id[64];
-        random_id("fc_", id, sizeof id);
+        ds_random_id("fc_", id, sizeof id);
         int index = st->n_items++;
         json_t *item = call_item_json(id, "in_progress", call, 0);
         emit(st, out, "response.output_item.added", json_pack("{s:i,s:O}", "output_index", index, "item", item));

@@ -165,6 +165,12 @@ EOF
             ok "rank $r: vllm:lora_requests_info{max_lora=\"0\", no adapters} = a Unix time ($lora)"
         else bad "rank $r: vllm:lora_requests_info" "value '$lora' (expected a time in $t0..$now)"; fi
     done
+    # a chat answer of each rank, in the same second: ids made from the clock and a per-process counter
+    # were the same on both
+    ids=$(for r in 0 1; do curl -s --max-time 60 "http://127.0.0.1:$((base + r))/v1/chat/completions" \
+        -H 'Content-Type: application/json' -d '{"model": "tiny", "messages": [{"role": "user", "content": "hi"}],
+        "max_tokens": 1}' | "$PY" -c 'import json, sys; print(json.load(sys.stdin)["id"])' 2>/dev/null; done | sort -u | wc -l)
+    [ "$ids" = 2 ] && ok "the ranks' answers have different ids" || bad "the ranks' answers have different ids" "$ids distinct"
     kill -TERM "$sup"
     stopped "SIGTERM to the supervisor: every rank drains and it exits 0" "$sup" 0
     gone "${rank_pid[@]}" && ok "no rank left after SIGTERM (pids ${rank_pid[*]})" ||

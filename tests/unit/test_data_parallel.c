@@ -92,6 +92,9 @@ static void test_check_endpoints(void) {
     c.kv_events_endpoint = "tcp://*:5557";
     c.kv_events_replay_endpoint = "tcp://*:5558";
     CHECK(ds_dp_check(&c, &e) == DS_OK, "%s", e.msg);
+    c.kv_events_endpoint = "tcp://127.0.0.1:*";   /* ports zmq picks when it binds never collide */
+    c.kv_events_replay_endpoint = "tcp://127.0.0.1:*";
+    CHECK(ds_dp_check(&c, &e) == DS_OK, "%s", e.msg);
     c = dp(3, 1, 8000);    /* a rank by hand: the others' ports are known too */
     c.kv_events_endpoint = "tcp://*:65534";
     CHECK(ds_dp_check(&c, &e) == DS_EINVAL && strstr(e.msg, "--kv-events-endpoint") && strstr(e.msg, "65536"), "%s",

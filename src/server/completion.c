@@ -747,9 +747,10 @@ static int check_bias(ds_server *s, const ds_oai_request *r, ds_http_error *err)
     return 0;
 }
 
-/* ds_completion_prompt_at, and for a run the request's images (images NULL: only their token counts) */
+/* ds_completion_prompt_at, and the request's images (images NULL: only their token counts; patches 0: only
+ * their hashes and first tokens) */
 static int prompt_with_images(ds_server *s, const ds_oai_request *r, int which, ds_tokens *toks, int *opened_reasoning,
-                              ds_prompt_images *images, ds_http_error *err) {
+                              ds_prompt_images *images, int patches, ds_http_error *err) {
     memset(err, 0, sizeof *err);
     *toks = (ds_tokens){0};
     if (images) *images = (ds_prompt_images){0};
@@ -765,7 +766,7 @@ static int prompt_with_images(ds_server *s, const ds_oai_request *r, int which, 
         if (opened_reasoning) *opened_reasoning = tl >= 8 && !memcmp(text + tl - 8, "<think>\n", 8);
         rc = append_text(s, toks, text, tl, field, err);
         free(text);
-        if (!rc) rc = ds_image_input_expand(s, r, toks, images, err);
+        if (!rc) rc = ds_image_input_expand(s, r, toks, images, patches, err);
     } else {
         if (which < 0 || which >= r->n_prompts) return http_fail(err, 400, "invalid_request_error", NULL, field,
                                                                  "'prompt' has no prompt %d", which);
@@ -788,7 +789,12 @@ static int prompt_with_images(ds_server *s, const ds_oai_request *r, int which, 
 
 int ds_completion_prompt_at(ds_server *s, const ds_oai_request *r, int which, ds_tokens *toks, int *opened_reasoning,
                             ds_http_error *err) {
-    return prompt_with_images(s, r, which, toks, opened_reasoning, NULL, err);
+    return prompt_with_images(s, r, which, toks, opened_reasoning, NULL, 0, err);
+}
+
+int ds_completion_prompt_placed(ds_server *s, const ds_oai_request *r, int which, ds_tokens *toks,
+                                struct ds_prompt_images *images, ds_http_error *err) {
+    return prompt_with_images(s, r, which, toks, NULL, images, 0, err);
 }
 
 int ds_completion_prompt(ds_server *s, const ds_oai_request *r, ds_tokens *toks, int *opened_reasoning,
@@ -847,7 +853,7 @@ ds_completion *ds_completion_start(ds_server *s, ds_oai_request *req, const ds_a
     }
     for (int p = 0; p < n_prompts; p++) {
         ds_tokens *t = &ptoks[p];
-        if (prompt_with_images(s, &c->req, p, t, &c->start_in_reasoning, p == 0 ? &images : NULL, err)) goto fail;
+        if (prompt_with_images(s, &c->req, p, t, &c->start_in_reasoning, p == 0 ? &images : NULL, 1, err)) goto fail;
         const char *field = c->req.kind == DS_OAI_CHAT ? "messages" : "prompt";
         int np = (int)t->n, mt = c->req.max_tokens < 0 ? s->ctx - np : c->req.max_tokens;
         if (np >= s->ctx) {

@@ -55,6 +55,12 @@ int ds_completion_prompt(ds_server *srv, const ds_oai_request *req, ds_tokens *t
  * tokens of the vocabulary. */
 int ds_completion_prompt_at(ds_server *srv, const ds_oai_request *req, int which, ds_tokens *toks,
                             int *opened_reasoning, ds_http_error *err);
+/* ds_completion_prompt_at that also tells each image's hash and first token
+ * (image_input.h; no patches are made): what the render routes report. The
+ * caller frees images with ds_prompt_images_free. */
+struct ds_prompt_images;
+int ds_completion_prompt_placed(ds_server *srv, const ds_oai_request *req, int which, ds_tokens *toks,
+                                struct ds_prompt_images *images, ds_http_error *err);
 int ds_completion_is_stream(const ds_completion *c);
 /* Non-streaming: waits for the end; returns the body (caller frees) and the status in *status. */
 char *ds_completion_wait_json(ds_completion *c, int *status);

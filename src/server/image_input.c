@@ -62,7 +62,7 @@ static int count_pads(const ds_tokens *t, int32_t pad) {
     return k;
 }
 
-int ds_image_input_expand(ds_server *s, const ds_oai_request *r, ds_tokens *toks, ds_prompt_images *out,
+int ds_image_input_expand(ds_server *s, const ds_oai_request *r, ds_tokens *toks, ds_prompt_images *out, int patches,
                           ds_http_error *err) {
     if (out) *out = (ds_prompt_images){0};
     int pads = s->image_pad_id >= 0 ? count_pads(toks, s->image_pad_id) : 0;
@@ -90,10 +90,8 @@ int ds_image_input_expand(ds_server *s, const ds_oai_request *r, ds_tokens *toks
         ds_err e = {0};
         if (decode_one(s, oi, &im, err)) goto out;
         ds_status st = ds_image_token_count(vc, im.width, im.height, &counts[k], &e);
-        if (st == DS_OK && out) {
-            st = ds_image_preprocess(&im, vc, &got.items[k].patches, &e);
-            ds_image_hash(&im, got.items[k].hash);
-        }
+        if (st == DS_OK && out && patches) st = ds_image_preprocess(&im, vc, &got.items[k].patches, &e);
+        if (st == DS_OK && out) ds_image_hash(&im, got.items[k].hash);
         ds_image_free(&im);
         if (st != DS_OK) {
             fail(err, oi->param, "'%s': %s", oi->param, e.msg);

@@ -12,7 +12,7 @@
 #include "engine/engine.h"
 #include "server/completion.h"
 
-typedef struct {
+typedef struct ds_prompt_images {
     ds_request_image *items;   /* in prompt order */
     int n;
 } ds_prompt_images;
@@ -20,10 +20,11 @@ typedef struct {
 /* Checks that the request may carry its images (a tower is loaded, no more
  * than --limit-mm-per-prompt): before anything is fetched or rendered. */
 int ds_image_input_check(ds_server *s, const ds_oai_request *r, ds_http_error *err);
-/* Expands toks in place. out NULL: only the token counts (render, tokenize);
- * else out gets each image's patches, hash and first token. A prompt without
- * images is left as it is unless it holds image pads anyway (a 400). */
-int ds_image_input_expand(ds_server *s, const ds_oai_request *r, ds_tokens *toks, ds_prompt_images *out,
+/* Expands toks in place. out NULL: only the token counts (tokenize); else out
+ * gets each image's hash and first token, and with patches 1 its patches too
+ * (a run; render needs only where each image is and which it is). A prompt
+ * without images is left as it is unless it holds image pads anyway (a 400). */
+int ds_image_input_expand(ds_server *s, const ds_oai_request *r, ds_tokens *toks, ds_prompt_images *out, int patches,
                           ds_http_error *err);
 /* A deep copy (each choice of a request hands its own patches to the engine). */
 int ds_prompt_images_copy(const ds_prompt_images *from, ds_prompt_images *to);

@@ -11,8 +11,13 @@
  * add_special_tokens change nothing; they are checked for their type.
  *
  * The render routes parse the body exactly as the completion routes do and
- * take the prompt from ds_completion_prompt_at, so their token_ids are the
- * ones the completion would run. */
+ * take the prompt from ds_completion_prompt_placed, so their token_ids are the
+ * ones the completion would run. A prompt with images also gets vLLM's
+ * "features": {"mm_hashes": {"image": [id...]}, "mm_placeholders": {"image":
+ * [{"offset", "length"}...]}} (null without images), where id is the image's
+ * SHA-256 in lowercase hex, the key our KV events put in the extra_keys of the
+ * blocks holding its tokens, and offset/length are where its pad tokens lie:
+ * a router keys those blocks from them as it keys ours. */
 #include "server/token_api.h"
 
 #include <stdarg.h>
@@ -21,6 +26,7 @@
 #include <string.h>
 
 #include "server/completion.h"
+#include "server/image_input.h"
 #include "server/json_text.h"
 #include "server/openai_request.h"
 #include "server/openai_response.h"
@@ -190,11 +196,37 @@ static int detokenize(ds_server *s, const json_t *root, char **out) {
     return answer(out, o);
 }
 
-/* {"token_ids": [...], "prompt": the text they decode to} */
-static json_t *rendered(ds_server *s, const ds_tokens *t) {
+/* vLLM's features of a prompt with images: each image's id and where its pad
+ * tokens are (they run from its first token up to the first other token) */
+static json_t *features_json(const ds_tokens *t, const ds_prompt_images *im) {
+    if (!im->n) return json_null();
+    json_t *ids = json_array(), *places = json_array();
+    for (int k = 0; k < im->n; k++) {
+        char hex[65];
+        for (int i = 0; i < 32; i++) snprintf(hex + 2 * i, 3, "%02x", im->items[k].hash[i]);
+        json_array_append_new(ids, json_string(hex));
+        size_t first = (size_t)im->items[k].first, end = first;
+        size_t stop = k + 1 < im->n ? (size_t)im->items[k + 1].first : t->n;
+        while (end < stop && t->ids[end] == t->ids[first]) end++;
+        json_t *p = json_object();
+        json_object_set_new(p, "offset", json_integer((json_int_t)first));
+        json_object_set_new(p, "length", json_integer((json_int_t)(end - first)));
+        json_array_append_new(places, p);
+    }
+    json_t *f = json_object(), *h = json_object(), *pl = json_object();
+    json_object_set_new(h, "image", ids);
+    json_object_set_new(pl, "image", places);
+    json_object_set_new(f, "mm_hashes", h);
+    json_object_set_new(f, "mm_placeholders", pl);
+    return f;
+}
+
+/* {"token_ids": [...], "features": ..., "prompt": the text they decode to} */
+static json_t *rendered(ds_server *s, const ds_tokens *t, const ds_prompt_images *im) {
     json_t *o = json_object();
     json_object_set_new(o, "model", json_string(s->model_name));
     json_object_set_new(o, "token_ids", ids_json(t));
+    json_object_set_new(o, "features", features_json(t, im));
     char *text = NULL;
     size_t len = 0;
     ds_err e = {0};
@@ -219,12 +251,14 @@ static int render(ds_server *s, const char *body, size_t len, ds_oai_kind kind, 
     int n = kind == DS_OAI_COMPLETION ? req.n_prompts : 1, status = 200;
     for (int i = 0; i < n; i++) {
         ds_tokens t;
+        ds_prompt_images im;
         ds_http_error herr;
-        if (ds_completion_prompt_at(s, &req, i, &t, NULL, &herr)) {
+        if (ds_completion_prompt_placed(s, &req, i, &t, &im, &herr)) {
             status = error(out, herr.status, herr.code, herr.param, "%s", herr.message);
             break;
         }
-        one = rendered(s, &t);
+        one = rendered(s, &t, &im);
+        ds_prompt_images_free(&im);
         free(t.ids);
         if (list) json_array_append_new(list, one);
     }

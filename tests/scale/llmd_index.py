@@ -92,6 +92,32 @@ class TokenProcessor:
         return out
 
 
+def block_extra(features, block_size, n_tokens):
+    """Per-block item ids from a render answer's features, as llm-d's
+    ComputeBlockExtraFeatures: for each whole block, in order of the items'
+    offsets, the id of every item whose placeholder range
+    [offset, offset + length) overlaps the block; None for a block with
+    none, and None in all for no features (a text prompt)."""
+    if not features or not features.get("mm_hashes"):
+        return None
+    items = []
+    for modality, ids in features["mm_hashes"].items():
+        ranges = (features.get("mm_placeholders") or {}).get(modality)
+        if ranges is None:
+            continue
+        for h, r in zip(ids, ranges):
+            items.append((r["offset"], r["offset"] + r["length"], h))
+    if not items:
+        return None
+    items.sort(key=lambda it: it[0])
+    out = []
+    for b in range(n_tokens // block_size):
+        lo, hi = b * block_size, (b + 1) * block_size
+        ids = [h for start, end, h in items if end > lo and start < hi]
+        out.append(ids or None)
+    return out
+
+
 def engine_hash(raw):
     """An engine block hash as a 64-bit int (bytes: their last 8, big-endian)."""
     if isinstance(raw, int):

@@ -18,6 +18,13 @@ Some live event batches are thrown away on purpose so that the gap is
 found (by the next batch, or by /metrics when no batch follows) and filled
 from the replay socket.
 
+Then an image part on the tiny model with a vision tower: chats with
+pictures (the same picture again, another picture with the same text, text
+after a picture), each predicted as llm-d predicts it, the blocks holding an
+image's tokens keyed with the ids that the render answer's "features" give
+(mm_hashes, mm_placeholders), which must match the image ids in the events'
+extra_keys.
+
 Prints ok/FAIL lines and "RESULT passed=N failed=M".
 Env: DS_BIN, DS_TMP (tests/run.sh); DS_SCALE_REQUESTS (default 300; 120
 under the sanitizers, DS_SANITIZE, where every engine step also checks its
@@ -31,7 +38,7 @@ import time
 import zmq
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from llmd_index import Index, Subscriber, TokenProcessor  # noqa: E402
+from llmd_index import Index, Subscriber, TokenProcessor, block_extra  # noqa: E402
 from replica import Replica, kv_event_state  # noqa: E402
 
 BLOCK = 64
@@ -135,6 +142,97 @@ def settle(rep, sub, what):
     return last
 
 
+def png_data_url(seed, w, h):
+    """A PNG of a seeded gradient as a data: URL (zlib and struct only)."""
+    import base64
+    import struct
+    import zlib
+    rng = random.Random(seed)
+    a, b, c = rng.randrange(256), rng.randrange(256), rng.randrange(256)
+    raw = b"".join(b"\0" + bytes(v for x in range(w) for v in ((x + a) % 256, (y + b) % 256, (x * y + c) % 256))
+                   for y in range(h))
+
+    def chunk(kind, data):
+        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data) & 0xFFFFFFFF)
+    png = b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", w, h, 8, 2, 0, 0, 0)) + \
+        chunk(b"IDAT", zlib.compress(raw)) + chunk(b"IEND", b"")
+    return "data:image/png;base64," + base64.b64encode(png).decode()
+
+
+def image_part(binary, work, ctx):
+    """Chats with images, predicted from the events with the render features as llm-d keys them."""
+    model, mmproj = os.path.join(work, "vtiny.gguf"), os.path.join(work, "mmproj-vtiny.gguf")
+    if not os.path.exists(mmproj):
+        rc = os.system("'%s' make-model --shape tiny --out '%s' --mmproj '%s' --vision-layers 1 >'%s/make-v.log' 2>&1"
+                       % (binary, model, mmproj, work))
+        if rc:
+            bad("make-model --mmproj", "exit %d" % rc)
+            return
+    rep = Replica(binary, model, "vision", work, extra_args=[
+        "--mmproj", mmproj, "--threads", "2", "--state-checkpoint-interval", str(BLOCK), "--ctx", "1024"])
+    try:
+        rep.start()
+    except RuntimeError as e:
+        bad("server with a vision tower starts with KV events", str(e))
+        return
+    index = Index(TokenProcessor(BLOCK))
+    sub = Subscriber(ctx, index, rep.events_endpoint, rep.replay_endpoint)
+    pic_a, pic_b = png_data_url(1, 256, 256), png_data_url(2, 320, 256)
+    system = {"role": "system", "content": "You look at pictures. " * 12}
+
+    def user(text, *pics):
+        return {"role": "user", "content": [{"type": "image_url", "image_url": {"url": u}} for u in pics] +
+                [{"type": "text", "text": text}]}
+    first = [system, user("What is in this picture?", pic_a)]
+    chats = [
+        ("picture A", first),
+        ("picture A again", first),
+        ("picture B, the same text", [system, user("What is in this picture?", pic_b)]),
+        ("text after picture A", first + [{"role": "assistant", "content": "Colours."},
+                                          {"role": "user", "content": "And what else? " * 6}]),
+        ("two pictures, A then B", [system, user("Compare them.", pic_a, pic_b)]),
+        ("two pictures again", [system, user("Compare them.", pic_a, pic_b)]),
+    ]
+    wrong, hits, featured = [], 0, 0
+    try:
+        settle(rep, sub, "vision start")
+        for name, msgs in chats:
+            body = {"model": rep.model_name, "messages": msgs, "max_tokens": 1, "temperature": 0}
+            r = rep.render_full(body)
+            tokens, features = r["token_ids"], r.get("features")
+            featured += bool(features)
+            settle(rep, sub, name)
+            keys = index.tp.keys(None, tokens, rep.model_name, block_extra(features, BLOCK, len(tokens)))
+            chain = index.chain(keys, sub.pod) if sub.pod else 0
+            predicted = min(chain, (len(tokens) - 1) // BLOCK) * BLOCK
+            resp = rep.post("/v1/chat/completions", body)
+            reported = (resp["usage"].get("prompt_tokens_details") or {}).get("cached_tokens", 0)
+            hits += predicted > 0
+            line = "%-24s prompt %4d tokens, features %s: predicted %4d, reported %4d" % (
+                name, len(tokens), "yes" if features else "no", predicted, reported)
+            print("  image " + line)
+            if predicted != reported or resp["usage"]["prompt_tokens"] != len(tokens):
+                wrong.append(line)
+        settle(rep, sub, "vision end")
+    except (RuntimeError, ValueError, OSError, KeyError) as e:
+        bad("image requests run", "%s: %s" % (type(e).__name__, e))
+        wrong.append("not run")
+    finally:
+        rc = rep.stop()
+        sub.close()
+    if featured == len(chats):
+        ok("every image prompt's render answer has features")
+    else:
+        bad("every image prompt's render answer has features", "%d of %d" % (featured, len(chats)))
+    if not wrong and hits >= 3 and index.counts["images"] > 0:
+        ok("images: predicted cached_tokens == reported for all %d chats (%d hits, image blocks in the events)"
+           % (len(chats), hits))
+    else:
+        bad("images: predicted cached_tokens == reported", "; ".join(wrong) or "%d hits, %d image blocks" % (
+            hits, index.counts["images"]))
+    ok("the vision server exits 0 on SIGTERM") if rc == 0 else bad("the vision server exits 0 on SIGTERM", "rc %d" % rc)
+
+
 def main():
     binary, tmp = os.environ.get("DS_BIN"), os.environ.get("DS_TMP")
     if not binary or not tmp:
@@ -149,7 +247,6 @@ def main():
         if rc:
             bad("make-model", "exit %d" % rc)
             finish()
-    print("skip images: the tiny default model has no vision tower (make-model writes it with --mmproj only)")
     rep = Replica(binary, model, "kv", work, extra_args=[
         "--threads", "2", "--state-checkpoint-interval", str(BLOCK), "--ctx", "1024",
         "--kv-mb", os.environ.get("DS_SCALE_KV_MB", "2"),
@@ -263,6 +360,9 @@ def main():
     ]
     for name, cond in checks:
         ok(name) if cond else bad(name, "no")
+    ctx = zmq.Context()
+    image_part(binary, work, ctx)
+    ctx.term()
     finish()
 
 

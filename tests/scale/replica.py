@@ -97,10 +97,14 @@ class Replica:
 
     def render(self, body):
         """Token ids of a completion or chat request, as llm-d asks for them."""
+        return self.render_full(body)["token_ids"]
+
+    def render_full(self, body):
+        """The whole render answer (the first prompt's): token_ids, features..."""
         if "messages" in body:
-            return self.post("/v1/chat/completions/render", body)["token_ids"]
+            return self.post("/v1/chat/completions/render", body)
         out = self.post("/v1/completions/render", body)
-        return (out[0] if isinstance(out, list) else out)["token_ids"]
+        return out[0] if isinstance(out, list) else out
 
     def metrics(self):
         with urllib.request.urlopen(self.url + "/metrics", timeout=30) as r:

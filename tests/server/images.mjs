@@ -91,6 +91,38 @@ await t('two images in one message (and the string form of image_url)', async ()
   check(r.usage.prompt_tokens === ids.length, `prompt_tokens ${r.usage.prompt_tokens} vs ${ids.length}`);
 });
 
+// vLLM's render features, from which a router keys the blocks holding image tokens: per image its id
+// (the SHA-256 hex our KV events put in those blocks' extra_keys) and where its pad tokens are
+await t('render features: mm_hashes and mm_placeholders of each image, null without images', async () => {
+  const post_ = async (messages) => {
+    const r = await post('/v1/chat/completions/render', { model: MODEL, messages, ...NO_THINK });
+    check(r.status === 200, `render ${r.status}: ${r.text}`);
+    return r.json;
+  };
+  const two = await post_([user('Compare', img(dataUrl('a256.png')), 'with', img(dataUrl('b320x256.png')))]);
+  const f = two.features;
+  check(f && eq(Object.keys(f.mm_hashes), ['image']) && eq(Object.keys(f.mm_placeholders), ['image']), `features ${JSON.stringify(f)}`);
+  const [ha, hb] = f.mm_hashes.image, places = f.mm_placeholders.image;
+  check(f.mm_hashes.image.length === 2 && places.length === 2, JSON.stringify(f));
+  check(/^[0-9a-f]{64}$/.test(ha) && /^[0-9a-f]{64}$/.test(hb) && ha !== hb, `ids ${ha} ${hb}`);
+  const ids = two.token_ids;
+  [tokensOf(256, 256), tokensOf(320, 256)].forEach((n, k) => {
+    const { offset, length } = places[k];
+    check(eq(Object.keys(places[k]).sort(), ['length', 'offset']), JSON.stringify(places[k]));
+    check(length === n && ids.slice(offset, offset + length).every((x) => x === padId), `image ${k}: ${JSON.stringify(places[k])}`);
+    check(ids[offset - 1] !== padId && ids[offset + length] !== padId, `image ${k}: the range is not all its pads`);
+  });
+  check(places[0].offset === ids.indexOf(padId) && places[1].offset > places[0].offset + places[0].length, JSON.stringify(places));
+  // the same picture: the same id, wherever it is; another picture of the same size: another id
+  const again = await post_([user(img(dataUrl('a256.png')), 'only this one')]);
+  check(eq(again.features.mm_hashes.image, [ha]) && again.features.mm_placeholders.image[0].offset === again.token_ids.indexOf(padId),
+    JSON.stringify(again.features));
+  const red = await post_([user(img(dataUrl('e256_red.png')), 'x')]), blue = await post_([user(img(dataUrl('e256_blue.png')), 'x')]);
+  check(red.features.mm_hashes.image[0] !== blue.features.mm_hashes.image[0], 'red and blue have one id');
+  const text = await post_([user('no picture')]);
+  check('features' in text && text.features === null, JSON.stringify(text.features));
+});
+
 await t('n = 2 with an image: each choice runs with it (its own copy of the patches)', async () => {
   const messages = [user(img(dataUrl('b320x256.png')), 'two answers')];
   const ids = await render(messages);

@@ -104,11 +104,14 @@ await t('chat render token_ids == the completion that runs (usage.prompt_tokens)
   check(c.usage.prompt_tokens === r.json.token_ids.length, `${c.usage.prompt_tokens} vs ${r.json.token_ids.length}`);
   const d = await post('/detokenize', { tokens: r.json.token_ids });
   check(d.json.prompt === r.json.prompt, 'render prompt text');
+  // vLLM's render: "features" is null for a prompt without images
+  check('features' in r.json && r.json.features === null, `features ${JSON.stringify(r.json.features)}`);
 });
 await t('completions render == what runs: rerunning its token_ids gives the same answer', async () => {
   const body = { model: MODEL, prompt: ['first prompt', 'second'], suffix: 'tail', max_tokens: 4, temperature: 0 };
   const r = await post('/v1/completions/render', body);
   check(r.status === 200 && Array.isArray(r.json) && r.json.length === 2, r.text);
+  check(r.json.every((x) => 'features' in x && x.features === null), 'features of text prompts');
   const c = await client.completions.create(body);
   check(c.usage.prompt_tokens === r.json[0].token_ids.length + r.json[1].token_ids.length, 'prompt_tokens');
   // the rendered ids, sent as ids without the suffix, run exactly the same prompt

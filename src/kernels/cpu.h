@@ -21,6 +21,10 @@ typedef struct {
     int avx512vnni;                              /* ... needs VNNI too */
     int avx512bf16;                              /* optional: BF16 dot products */
     int os_avx, os_avx512;                       /* XGETBV: the OS saves YMM / ZMM and mask state */
+    /* found for the report only: no kernel uses these in this build */
+    int amx_tile, amx_int8, amx_bf16;            /* AMX tiles (usable only with os_amx and the permission below) */
+    int os_amx;                                  /* XCR0: the OS can save the tile configuration and data */
+    int avx512fp16, avx_vnni, avx_vnni_int8;
     int n_cores;                                 /* online processors */
 } ds_cpu_features;
 
@@ -32,5 +36,25 @@ ds_isa ds_cpu_level(void);
 /* Caps the level (clamped to what the CPU supports); returns the level set. */
 ds_isa ds_cpu_set_level(ds_isa level);
 const char *ds_isa_name(ds_isa level);
+
+/* AMX needs the kernel's permission for the tile data state (Linux: arch_prctl
+ * ARCH_REQ_XCOMP_PERM for XFEATURE_XTILEDATA) before the first tile
+ * instruction. Asks once; returns 1 when granted, 0 when the CPU or the OS
+ * lacks AMX or the kernel refuses (then AMX paths must not run). */
+int ds_cpu_amx_permitted(void);
+
+/* An extension the build might use and what became of it on this CPU. */
+typedef struct {
+    const char *name;    /* "AMX-INT8" */
+    int cpu_has;         /* cpuid (and the OS state) reports it */
+    int kernel;          /* this build has a kernel path for it */
+    int used;            /* the path runs here: kernel && cpu_has (&& permitted for AMX) */
+} ds_cpu_ext;
+
+/* The extensions the report names (levels and the optional extensions), in a fixed order; *n gets
+ * the count. */
+const ds_cpu_ext *ds_cpu_extensions(int *n);
+/* One line: "avx512 kernels; AVX2 yes, AVX-512 yes, ..., AMX-INT8 no (CPU lacks it)". */
+void ds_cpu_describe(char *buf, int size);
 
 #endif

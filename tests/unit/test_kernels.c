@@ -369,8 +369,48 @@ static void test_vector_math(void) {
     }
 }
 
+/* Which paths this run tests bit for bit and which it cannot, and why (the levels above run
+ * against the reference where the CPU has them; the extensions without a kernel are named so a
+ * reader of the log knows they were not tested). */
+static void report_paths(void) {
+    printf("     path ref: ran (the reference)\n");
+    for (size_t li = 0; li < sizeof levels / sizeof levels[0]; li++)
+        printf("     path %s: %s\n", ds_isa_name(levels[li]),
+               levels[li] <= ds_cpu_best_level() ? "ran" : "skipped: CPU lacks it");
+    int n;
+    const ds_cpu_ext *ext = ds_cpu_extensions(&n);
+    for (int i = 2; i < n; i++) /* AVX2 and AVX-512 are the levels above */
+        printf("     path %s: %s\n", ext[i].name,
+               ext[i].used ? "ran" : !ext[i].kernel ? (ext[i].cpu_has ? "skipped: no kernel for it in this build"
+                                                                      : "skipped: CPU lacks it (and no kernel for it in this build)")
+                                                    : "skipped: CPU lacks it");
+    char line[512];
+    ds_cpu_describe(line, sizeof line);
+    printf("     cpu: %s\n", line);
+}
+
+/* The report's facts agree with the features: a path runs only where the CPU has it, the
+ * AVX512-BF16 path exactly where test_matmul runs it, AMX is never permitted without the tiles. */
+static void test_path_report(void) {
+    int n;
+    const ds_cpu_ext *ext = ds_cpu_extensions(&n);
+    REQUIRE(n == 8, "%d extensions", n);
+    static const char *names[] = {"AVX2", "AVX-512", "AVX512-BF16", "AMX-INT8", "AMX-BF16", "AVX512-FP16", "AVX-VNNI",
+                                  "AVX-VNNI-INT8"};
+    for (int i = 0; i < n; i++) {
+        CHECK(!strcmp(ext[i].name, names[i]), "extension %d is %s", i, ext[i].name);
+        CHECK(ext[i].used == (ext[i].kernel && ext[i].cpu_has), "%s: used %d", ext[i].name, ext[i].used);
+    }
+    CHECK(ext[1].cpu_has == (ds_cpu_best_level() == DS_ISA_AVX512), "AVX-512 %d", ext[1].cpu_has);
+    CHECK(ext[2].used == (ds_cpu_best_level() == DS_ISA_AVX512 && ds_cpu()->avx512bf16), "AVX512-BF16 %d", ext[2].used);
+    if (!ds_cpu()->amx_tile) CHECK(!ds_cpu_amx_permitted(), "AMX permitted without tiles");
+    CHECK(!ext[3].kernel && !ext[4].kernel, "an AMX kernel is claimed");
+}
+
 int main(void) {
     printf("     cpu: best level %s, avx512_bf16 %d\n", ds_isa_name(ds_cpu_best_level()), ds_cpu()->avx512bf16);
+    report_paths();
+    RUN(test_path_report);
     RUN(test_activation_quantisation_matches_ref);
     RUN(test_f32);
     RUN(test_f16);

@@ -7,7 +7,11 @@
  * peak RSS against weights + caches, a read-bandwidth probe of the machine
  * (all threads streaming a buffer much larger than the caches), and the
  * bandwidth decode reaches: the weight bytes one decode step reads (active
- * experts only) times tg tokens/s. */
+ * experts only) times tg tokens/s; then the roofline of every decode test
+ * (bench_roofline.h) against that probe and the compute peaks (bench_peak.h).
+ * --depth D: every test starts after a context of D tokens (each sequence
+ * prefilled once, its DeltaNet state kept and put back before each run), as
+ * llama-bench's -d. */
 #include <math.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -19,6 +23,8 @@
 #include "cli/bench_engine.h"
 #include "cli/bench_grammar.h"
 #include "cli/bench_kernel.h"
+#include "cli/bench_peak.h"
+#include "cli/bench_roofline.h"
 #include "cli/bench_vision.h"
 #include "cli/cli_hub.h"
 #include "cli/cli_model.h"
@@ -32,13 +38,14 @@
 #define MAX_REPS 50
 
 static void usage(FILE *f) {
-    fprintf(f, "usage: deltaserve bench (-m PATH | -hf ORG/NAME[:QUANT]) [-p 512] [-n 128] [-t THREADS] [-b 1,2,4,8,16] [-r 3] [--json]\n"
+    fprintf(f, "usage: deltaserve bench (-m PATH | -hf ORG/NAME[:QUANT]) [-p 512] [-n 128] [-t THREADS] [-b 1,2,4,8,16] [-r 3] [--depth D] [--json]\n"
                DS_CLI_HUB_HELP
                "  -p N        prompt tokens of the prefill test (0: skip)\n"
                "  -n N        decoded tokens of the decode tests (0: skip)\n"
                "  -t N        threads (default: one per core)\n"
                "  -b LIST     batch sizes of the batched decode test (0: skip)\n"
                "  -r N        repetitions of each test (default 3)\n"
+               "  --depth D   run every test after a context of D tokens (each sequence prefilled first)\n"
                "  --json      one JSON object instead of the table\n"
                "  --kernel TYPE[,TYPE...] [--shape RxK[,RxK...]] [--tokens 1,64]\n"
                "              the matrix product alone for each weight type on random blocks (no model):\n"
@@ -182,6 +189,8 @@ typedef struct {
     ds_batch_seq *seqs;
     float *logits;
     int V;
+    int depth;           /* context every test starts from */
+    float *saved;        /* [bmax][slot_floats]: the states after the depth prefill */
 } rig;
 
 static int run(rig *r, int n_seqs, int n_tok_each, int pos0, int all_logits, ds_seq_mode mode) {
@@ -203,16 +212,39 @@ static int run(rig *r, int n_seqs, int n_tok_each, int pos0, int all_logits, ds_
     return 0;
 }
 
+/* The states of sequences [0, n) as every test starts: empty, or as the depth prefill left them. */
 static void clear_states(rig *r, int n) {
+    if (r->saved && r->st.n_slots) {
+        memcpy(r->st.data, r->saved, (size_t)n * r->st.slot_floats * sizeof(float));
+        return;
+    }
     for (int s = 0; s < n; s++)
         if (r->st.n_slots) ds_state_clear(&r->st, s);
+}
+
+/* Prefills `depth` tokens into each of n sequences, chunk tokens per sequence and call (whole
+ * DeltaNet chunks, so the cut changes nothing), and keeps the states for clear_states. Later
+ * tests write K and V only at positions >= depth, so the cached prefix stays as it is. */
+static int prefill_depth(rig *r, int n, int depth, int chunk) {
+    for (int s = 0; s < n; s++)
+        if (r->st.n_slots) ds_state_clear(&r->st, s);
+    for (int pos = 0; pos < depth; pos += chunk) {
+        int len = depth - pos < chunk ? depth - pos : chunk;
+        if (run(r, n, len, pos, 0, DS_SEQ_PREFILL)) return -1;
+    }
+    size_t floats = (size_t)n * r->st.slot_floats;
+    r->saved = malloc((floats ? floats : 1) * sizeof(float));
+    if (!r->saved) return -1;
+    if (floats) memcpy(r->saved, r->st.data, floats * sizeof(float));
+    r->depth = depth;
+    return 0;
 }
 
 /* seconds of one prefill of p tokens */
 static double time_pp(rig *r, int p) {
     clear_states(r, 1);
     double t0 = now();
-    if (run(r, 1, p, 0, 0, DS_SEQ_PREFILL)) return -1;
+    if (run(r, 1, p, r->depth, 0, DS_SEQ_PREFILL)) return -1;
     return now() - t0;
 }
 
@@ -221,7 +253,7 @@ static double time_tg(rig *r, int b, int n) {
     clear_states(r, b);
     double t0 = now();
     for (int i = 0; i < n; i++)
-        if (run(r, b, 1, i, 1, DS_SEQ_DECODE)) return -1;
+        if (run(r, b, 1, r->depth + i, 1, DS_SEQ_DECODE)) return -1;
     return now() - t0;
 }
 
@@ -244,7 +276,7 @@ int ds_cmd_bench(int argc, char **argv) {
     const char *kshape = "1024x3584,248320x1024", *ktokens = "1,64";
     const char *schema = NULL, *grammar = NULL, *tokenizer = NULL, *images = NULL;
     long walks = 20, walk_len = 256, conc = 16;
-    long p = 512, n = 128, threads = 0, reps = 3, spec = 0, prefix = 2048, spec_batch = 8, spec_max_batch = -1;
+    long p = 512, n = 128, threads = 0, reps = 3, depth = 0, spec = 0, prefix = 2048, spec_batch = 8, spec_max_batch = -1;
     double spec_mb = 0, temp = 0;
     uint64_t seed = 0;
     int json = 0, lr;
@@ -263,6 +295,7 @@ int ds_cmd_bench(int argc, char **argv) {
         else if (!strcmp(a, "-n")) { if (ds_arg_int(a, v, 0, 1 << 16, &n)) return 2; }
         else if (!strcmp(a, "-t")) { if (ds_arg_int(a, v, 1, 1024, &threads)) return 2; }
         else if (!strcmp(a, "-r")) { if (ds_arg_int(a, v, 1, MAX_REPS, &reps)) return 2; }
+        else if (!strcmp(a, "--depth")) { if (ds_arg_int(a, v, 0, 1 << 20, &depth)) return 2; }
         else if (!strcmp(a, "-b")) blist = v;
         else if (!strcmp(a, "--workload")) workload = v;
         else if (!strcmp(a, "--kernel")) kernel = v;
@@ -335,6 +368,8 @@ int ds_cmd_bench(int argc, char **argv) {
 
     int nth = threads > 0 ? (int)threads : ds_cpu()->n_cores;
     double probe = probe_bandwidth(nth);
+    ds_bench_peak peak = {.level = ds_cpu_level()};
+    if (n > 0) ds_bench_peak_measure(ds_cpu_level(), nth, &peak); /* for the decode tests' roofline */
     reset_peak_rss();
 
     ds_err e = {0};
@@ -347,6 +382,15 @@ int ds_cmd_bench(int argc, char **argv) {
     }
     double t_load = now();
     int max_tok = (int)(p > bmax ? p : bmax);
+    /* the depth prefill: up to 4096 tokens a call, whole 64-token chunks per sequence */
+    int depth_chunk = 0;
+    if (depth > 0) {
+        int want = (int)(depth * bmax < 4096 ? depth * bmax : 4096);
+        if (want > max_tok) max_tok = want;
+        depth_chunk = max_tok / bmax;
+        if (depth_chunk > 64) depth_chunk -= depth_chunk % 64;
+        if (depth_chunk < 1) depth_chunk = 1;
+    }
     ds_model_params mp = {.max_batch_tokens = max_tok > 0 ? max_tok : 1, .n_threads = (int)threads};
     int rc = 1;
     if (ds_model_new(file, &mp, &r.m, &e) != DS_OK) {
@@ -357,7 +401,7 @@ int ds_cmd_bench(int argc, char **argv) {
     t_load = now() - t_load;
     const ds_model_config *c = ds_model_cfg(r.m);
     r.V = c->n_vocab;
-    int span = (int)(p > n ? p : n) + 1;
+    int span = (int)depth + (int)(p > n ? p : n) + 1;
     r.pages_per_seq = (span + PAGE - 1) / PAGE;
     int n_attn = ds_model_n_attn_layers(r.m);
     size_t page_bytes = (size_t)(n_attn ? n_attn : 1) * PAGE * (size_t)c->n_head_kv * (size_t)c->head_dim * 2 * sizeof(float);
@@ -378,6 +422,12 @@ int ds_cmd_bench(int argc, char **argv) {
         goto out;
     }
     for (int i = 0; i < r.pages_per_seq * bmax; i++) r.pages[i] = i;
+    if (depth > 0 && prefill_depth(&r, bmax, (int)depth, depth_chunk)) {
+        fprintf(stderr, "deltaserve bench: the prefill of --depth %ld failed\n", depth);
+        goto out;
+    }
+    char at[24] = "";
+    if (depth > 0) snprintf(at, sizeof at, " @ d%ld", depth);
 
     result res[MAX_BATCHES + 2];
     int nres = 0;
@@ -389,7 +439,7 @@ int ds_cmd_bench(int argc, char **argv) {
             if (t < 0) goto out;
             v[k] = (double)p / t;
         }
-        snprintf(res[nres].name, sizeof res[nres].name, "pp%ld", p);
+        snprintf(res[nres].name, sizeof res[nres].name, "pp%ld%s", p, at);
         res[nres].b = 0;
         stats(v, (int)reps, &res[nres].mean, &res[nres].sd);
         nres++;
@@ -402,7 +452,7 @@ int ds_cmd_bench(int argc, char **argv) {
             if (t < 0) goto out;
             v[k] = (double)n / t;
         }
-        snprintf(res[nres].name, sizeof res[nres].name, "tg%ld", n);
+        snprintf(res[nres].name, sizeof res[nres].name, "tg%ld%s", n, at);
         res[nres].b = 1;
         stats(v, (int)reps, &res[nres].mean, &res[nres].sd);
         tg = res[nres].mean;
@@ -415,7 +465,7 @@ int ds_cmd_bench(int argc, char **argv) {
             if (t < 0) goto out;
             v[k] = (double)bs[i] * (double)n / t;
         }
-        snprintf(res[nres].name, sizeof res[nres].name, "b%d tg%ld", bs[i], n);
+        snprintf(res[nres].name, sizeof res[nres].name, "b%d tg%ld%s", bs[i], n, at);
         res[nres].b = bs[i];
         stats(v, (int)reps, &res[nres].mean, &res[nres].sd);
         nres++;
@@ -424,13 +474,24 @@ int ds_cmd_bench(int argc, char **argv) {
     model_bytes(file, &wbytes, &tok_bytes);
     double decode_gbs = tg * tok_bytes / 1e9;
     long long hwm = status_kb("VmHWM:"), anon = status_kb("RssAnon:"), filek = status_kb("RssFile:");
-    double peak = hwm > 0 ? (double)hwm * 1024.0 : 0;
+    double peak_rss = hwm > 0 ? (double)hwm * 1024.0 : 0;
     double budget = wbytes + (double)kv_bytes + (double)state_bytes;
     const char *name = strrchr(path, '/') ? strrchr(path, '/') + 1 : path;
     const char *isa = ds_isa_name(ds_cpu_level());
+    /* the roofline of every decode test: tokens attend to depth + 1 .. depth + n positions */
+    ds_roofline_row roof[MAX_BATCHES + 2];
+    int nroof = 0;
+    for (int i = 0; i < nres; i++) {
+        if (res[i].b < 1 || res[i].mean <= 0) continue;
+        ds_roofline_counts rc_;
+        ds_roofline_count(file, res[i].b, (double)depth + (double)(n + 1) / 2, (int)sizeof(float), (int)sizeof(float),
+                          ds_cpu_level(), &rc_);
+        ds_roofline_eval(&rc_, (double)res[i].b / res[i].mean, probe, &peak, &roof[nroof]);
+        roof[nroof++].test = res[i].name;
+    }
     if (json) {
-        printf("{\"model\": \"%s\", \"weights_bytes\": %.0f, \"threads\": %d, \"kernels\": \"%s\", \"load_s\": %.3f", name,
-               wbytes, nth, isa, t_load);
+        printf("{\"model\": \"%s\", \"weights_bytes\": %.0f, \"threads\": %d, \"kernels\": \"%s\", \"load_s\": %.3f, "
+               "\"depth\": %ld", name, wbytes, nth, isa, t_load, depth);
         for (int i = 0; i < nres; i++)
             if (res[i].b == 0) printf(", \"pp\": %ld, \"pp_tok_s\": %.3f, \"pp_tok_s_sd\": %.3f", p, res[i].mean, res[i].sd);
             else if (!strncmp(res[i].name, "tg", 2))
@@ -444,8 +505,10 @@ int ds_cmd_bench(int argc, char **argv) {
                 first = 0;
             }
         printf("], \"peak_rss_bytes\": %.0f, \"weights_plus_caches_bytes\": %.0f, \"probe_gb_s\": %.2f, "
-               "\"decode_bytes_per_token\": %.0f, \"decode_gb_s\": %.2f, \"decode_bw_frac\": %.3f}\n",
-               peak, budget, probe, tok_bytes, decode_gbs, probe > 0 ? decode_gbs / probe : 0);
+               "\"decode_bytes_per_token\": %.0f, \"decode_gb_s\": %.2f, \"decode_bw_frac\": %.3f",
+               peak_rss, budget, probe, tok_bytes, decode_gbs, probe > 0 ? decode_gbs / probe : 0);
+        ds_roofline_json(stdout, roof, nroof, probe, &peak);
+        printf("}\n");
     } else {
         printf("| %-28s | %10s | %7s | %7s | %12s | %18s |\n", "model", "size", "threads", "kernels", "test", "t/s");
         printf("| %-28s | %10s | %7s | %7s | %12s | %18s |\n", "----------------------------", "---------:", "------:",
@@ -458,12 +521,16 @@ int ds_cmd_bench(int argc, char **argv) {
         }
         printf("\npeak RSS %.1f MiB (now %.1f MiB anonymous, %.1f MiB file); weights %.1f MiB + KV %.1f MiB + "
                "DeltaNet state %.1f MiB = %.1f MiB (%+.1f%%)\n",
-               peak / 1048576, anon / 1024.0, filek / 1024.0, wbytes / 1048576, kv_bytes / 1048576.0,
-               state_bytes / 1048576.0, budget / 1048576, budget > 0 ? (peak / budget - 1) * 100 : 0);
+               peak_rss / 1048576, anon / 1024.0, filek / 1024.0, wbytes / 1048576, kv_bytes / 1048576.0,
+               state_bytes / 1048576.0, budget / 1048576, budget > 0 ? (peak_rss / budget - 1) * 100 : 0);
         if (n > 0)
             printf("bandwidth: probe %.1f GB/s; decode reads %.1f MB/token x %.2f tok/s = %.1f GB/s (%.0f%% of the probe)\n",
                    probe, tok_bytes / 1e6, tg, decode_gbs, probe > 0 ? 100 * decode_gbs / probe : 0);
         else printf("bandwidth: probe %.1f GB/s\n", probe);
+        char cpu_line[512];
+        ds_cpu_describe(cpu_line, sizeof cpu_line);
+        printf("cpu: %s\n", cpu_line);
+        if (nroof) ds_roofline_print(stdout, roof, nroof, probe, &peak, nth);
     }
     rc = 0;
 out:
@@ -471,6 +538,7 @@ out:
     free(r.toks);
     free(r.seqs);
     free(r.logits);
+    free(r.saved);
     ds_kv_pool_free(&r.kv);
     ds_state_pool_free(&r.st);
     ds_model_free(r.m);

@@ -2,6 +2,7 @@
 # test_bench.sh - `deltaserve bench` runs every benchmark and reports sane JSON.
 #
 # On the tiny model (fast): the kernel benchmark (pp, tg, batched, bandwidth),
+# the roofline's per-step counts against the architecture evaluated by hand,
 # the shared-prefix workload (the warm request hits the cache), the branch
 # workload (one row per checkpoint interval), and the speculation benchmark
 # with a head that always agrees (every draft accepted; several sequences
@@ -77,6 +78,79 @@ printf 'root ::= "a" undefined-rule\n' >"$T/bad.gbnf"
 rc=$?
 [ "$rc" -eq 1 ] && grep -q "bad.gbnf" "$T/g.err" && ok "bench: a grammar with an undefined rule refused, its file named" \
     || bad "bench: a grammar with an undefined rule refused, its file named" "exit $rc: $(head -c 300 "$T/g.err")"
+# the roofline's counts against the architecture evaluated by hand (tiny, tiny-moe: F32 weights,
+# so bytes are 4 per element and every product runs in F32; a Q8_0 tiny for the int8 split),
+# --depth D: tokens attend to D + (n+1)/2 positions on average
+roof() { # NAME MODEL SHAPE
+    local name=$1 file=$2 shape=$3
+    if ! timeout 300 "$DS_BIN" bench -m "$file" -t 1 -p 0 -n 4 -b 1,3 --depth 5 -r 1 --json >"$T/roof.json" 2>"$T/err"; then
+        bad "$name" "exit $?: $(tail -n 3 "$T/err")"; return
+    fi
+    local why
+    why=$("$PY" - "$T/roof.json" "$shape" <<'PYEOF'
+import json, sys
+j = json.load(open(sys.argv[1])); shape = sys.argv[2]
+H, V, nh, nkv, hd, Hk, Dk, Hv, Dv, K, F = 256, 1088, 4, 2, 64, 2, 32, 4, 32, 4, 512
+n_attn, n_gdn, keys = 1, 3, 5 + (4 + 1) / 2
+conv = 2 * Hk * Dk + Hv * Dv
+attn_w = H * 2 * nh * hd + 2 * H * nkv * hd + nh * hd * H      # q (with its gate), k, v, o
+gdn_w = H * conv + H * Hv * Dv + 2 * H * Hv + Hv * Dv * H      # qkv, z, beta, alpha, out
+errs = []
+if j['depth'] != 5: errs.append('depth %s' % j['depth'])
+steps = j['roofline']['steps']
+if [s['b'] for s in steps] != [1, 1, 3]: errs.append('rows %s' % [s['b'] for s in steps])
+for s in steps:
+    b = s['b']
+    if shape == 'moe':
+        E, k, Fe, S = 8, 2, 256, 256
+        touched = E * (1 - (1 - k / E) ** b)
+        ffn_mac = H * E + k * 3 * H * Fe + 3 * H * S + H          # router, k experts, shared expert and its gate
+        ffn_el = H * E + touched * 3 * H * Fe + 3 * H * S + H
+    else:
+        touched, ffn_mac, ffn_el = 0, 3 * H * F, 3 * H * F
+    want = {'weights': b * (n_attn * attn_w + n_gdn * gdn_w + 4 * ffn_mac), 'head': b * H * V,
+            'attention': b * n_attn * 2 * nh * hd * keys, 'deltanet': b * n_gdn * (4 * Hv * Dk * Dv + conv * K)}
+    wbytes = 4 * (n_attn * attn_w + n_gdn * gdn_w + 4 * ffn_el + H * V + n_gdn * K * conv)
+    if shape == 'q8': wbytes = j['decode_bytes_per_token']   # mixed types: the file's own count (dense)
+    bytes_ = {'weights': wbytes, 'kv': b * n_attn * keys * 2 * nkv * hd * 4,
+              'state': 2 * b * n_gdn * (Hv * Dk * Dv + (K - 1) * conv) * 4}
+    close = lambda x, y: abs(x - y) <= 1e-6 * max(1, abs(y)) + 0.5
+    for key, v in want.items():
+        if not close(s['mac'][key], v): errs.append('b%d mac %s %s != %s' % (b, key, s['mac'][key], v))
+    for key, v in bytes_.items():
+        if not close(s['bytes'][key], v): errs.append('b%d bytes %s %s != %s' % (b, key, s['bytes'][key], v))
+    if shape == 'q8':
+        # Q8_0 matrices run twice the int8 products (the residual term); the rest is F32
+        if not (s['mac_executed']['int8'] > 0 and close(s['mac_executed']['int8'] / 2 + s['mac_executed']['f32'], sum(s['mac'].values()))):
+            errs.append('b%d executed %s' % (b, s['mac_executed']))
+    elif s['mac_executed'] != {'int8': 0, 'bf16': 0, 'f32': sum(want.values())}:
+        errs.append('b%d executed %s' % (b, s['mac_executed']))
+    if not close(s['experts_touched'], touched): errs.append('experts %s' % s['experts_touched'])
+    t_mem = sum(s['bytes'].values()) / (j['roofline']['read_gb_s'] * 1e9)
+    if not (abs(s['t_mem_s'] / t_mem - 1) < 1e-3 and s['bound'] in ('memory', 'compute') and s['step_s'] > 0
+            and (s['bound'] == 'memory') == (s['t_mem_s'] >= s['t_compute_s'])):
+        errs.append('b%d limits %s %s %s' % (b, s['t_mem_s'], t_mem, s['bound']))
+if not (j['roofline']['int8_gop_s'] > 0 and j['roofline']['f32_gop_s'] > 0): errs.append('peaks %s' % j['roofline'])
+print('; '.join(errs)[:600])
+PYEOF
+)
+    [ -z "$why" ] && ok "$name" || bad "$name" "$why"
+}
+roof "roofline: tiny's counts per step are the architecture's, by hand" "$model" dense
+for s in "tiny-moe:moe:roofline: tiny-moe's counts by hand, experts read for those the batch touches" \
+         "tiny:q8:roofline: tiny Q8_0: int8 products (twice, the residual term) and F32 add up to the counts"; do
+    shp=${s%%:*} rest=${s#*:}; kind=${rest%%:*} title=${rest#*:} dt=f32
+    [ "$kind" = q8 ] && dt=q8_0
+    if "$DS_BIN" make-model --shape "$shp" --dtype "$dt" --out "$T/$kind.gguf" >/dev/null 2>"$T/mm.err"; then
+        roof "$title" "$T/$kind.gguf" "$kind"
+    else
+        bad "roofline: make $shp" "$(tail -n 2 "$T/mm.err")"
+    fi
+done
+"$DS_BIN" bench -m "$model" --depth -3 >"$T/g.out" 2>"$T/g.err"
+rc=$?
+[ "$rc" -eq 2 ] && grep -q -- "--depth" "$T/g.err" && ok "bench: a negative --depth refused by name" \
+    || bad "bench: a negative --depth refused by name" "exit $rc: $(head -c 300 "$T/g.err")"
 # bench --kernel: one table row per (type, shape, tokens), no model needed; an unknown type refused
 if timeout 120 "$DS_BIN" bench --kernel q4_0,iq4_nl,q2_k --shape 40x256,17x512 --tokens 1,3 -t 1 -r 1 >"$T/k.out" 2>"$T/k.err"; then
     rows=$(grep -cE '^\| (q4_0|iq4_nl|q2_k) +\| (40x256|17x512) ' "$T/k.out")

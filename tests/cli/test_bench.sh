@@ -8,7 +8,8 @@
 # with a head that always agrees (every draft accepted; several sequences
 # verify in one step, and only one when --spec-state-mb holds the records of
 # one), and the constrained-decoding benchmark (--grammar, --schema) and its
-# refusals. Checks fields and their relations, never speeds.
+# refusals; bench/compare.py's cases on our side only. Checks fields and
+# their relations, never speeds.
 # Prints "ok NAME" / "FAIL NAME: ..." lines and "RESULT passed=N failed=M".
 # Env: DS_BIN, DS_TMP (tests/run.sh).
 set -u
@@ -163,5 +164,34 @@ fi
 rc=$?
 [ "$rc" -eq 2 ] && grep -q "q4_9" "$T/k.err" && ok "bench --kernel: an unknown type refused by name" \
     || bad "bench --kernel: an unknown type refused by name" "exit $rc: $(head -c 300 "$T/k.err")"
+# bench/compare.py's cases, our side only (no llama.cpp here), tiny sizes: one Markdown table per
+# case with a row for the file, and the raw data kept by --json under "cases"
+cmp_name="compare.py: every case's table and raw data, our side only"
+if timeout 300 "$PY" "$root/bench/compare.py" --bin "$DS_BIN" --ours-only --batched --npl 1,3 --npp 4 --ntg 4 \
+        --long 128 --long-n 4 --spec --spec-tokens 2 --spec-n 8 --serve --serve-conc 2 --serve-prompts 3 --serve-out 4 \
+        --serve-ours "--kv-mb 32 --state-mb 32 --cache-state-mb 32 --spec-state-mb 8" --scratch "$T" -t 1 -r 1 \
+        --json "$T/cmp.json" "$model" >"$T/cmp.out" 2>"$T/cmp.err"; then
+    why=$("$PY" - "$T/cmp.json" "$T/cmp.out" <<'PYEOF'
+import json, sys
+j = json.load(open(sys.argv[1])); out = open(sys.argv[2]).read()
+c = j['cases']; f = next(iter(c['spec']))
+errs = []
+if sorted(c) != ['batched', 'long', 'serve', 'spec']: errs.append('cases %s' % sorted(c))
+o = c['batched'][f]['ours'][0]
+if sorted(o['tok_s']) != ['1', '3'] or sorted(o['roofline']) != ['1', '3']: errs.append('batched %s' % o)
+if not (c['long'][f]['ours'][0]['pp'] > 0 and c['long'][f]['ours'][0]['tg_at_depth'] > 0): errs.append('long')
+if c['spec'][f]['ours'][0]['acceptance'] != 1.0: errs.append('spec %s' % c['spec'][f]['ours'][0])
+s = c['serve'][f]['ours'][0]
+if not (s['completed'] == 3 and s['failed'] == 0 and s['output_tok_s'] > 0): errs.append('serve %s' % s)
+if any(x['llama'] != [None] for x in (c[k][f] for k in c)): errs.append('a peer ran')
+rows = [l for l in out.splitlines() if l.startswith('| tiny-agree.gguf |')]
+if len(rows) != 2 + 1 + 1 + 1: errs.append('%d rows: %s' % (len(rows), out[:300]))
+print('; '.join(errs)[:500])
+PYEOF
+)
+    [ -z "$why" ] && ok "$cmp_name" || bad "$cmp_name" "$why"
+else
+    bad "$cmp_name" "exit $?: $(tail -n 3 "$T/cmp.err")"
+fi
 echo "RESULT passed=$passed failed=$failed"
 [ "$failed" -eq 0 ]

@@ -38,6 +38,7 @@ import socket
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 import urllib.request
 
@@ -159,7 +160,7 @@ def case_batched(a, f, peer):
                             str(max(8192, nmax * (a.npp + a.ntg))), "-b", "2048", "-ub", "512", "-npp", str(a.npp),
                             "-ntg", str(a.ntg), "-npl", npl, "-t", str(a.t), "--output-format", "jsonl"],
                            capture_output=True, text=True, check=True, env=llama_env(a.llama))
-        l = {str(k): v for k, v in parse_batched_bench(r.stdout).items()}
+        l = {str(k): v for k, v in parse_batched_bench(r.stdout + "\n" + r.stderr).items()}  # its log may go to either
     return o, l
 
 
@@ -260,7 +261,8 @@ def print_case(name, a, files, data):
         print("|---|---:|---:|---:|---:|---:|---|---:|---:|")
         for f in files:
             one = pick(f, "ours", lambda x: x["tok_s"].get("1"))
-            for b in a.npl.split(","):
+            bs = sorted({k for x in data[f]["ours"] for k in x["tok_s"]}, key=int)  # as measured (also --from-json)
+            for b in bs:
                 ob = pick(f, "ours", lambda x: x["tok_s"].get(b))
                 lb = pick(f, "llama", lambda x: x.get(b))
                 rl = [x["roofline"].get(b) for x in data[f]["ours"] if x["roofline"].get(b)]
@@ -342,10 +344,12 @@ def main():
     ap.add_argument("--serve-ctx", type=int, default=131072, help="--serve: llama-server's -c (all its slots together)")
     ap.add_argument("--serve-ours", default="--kv-mb 1024", help="--serve: more options of our server")
     ap.add_argument("--serve-wait", type=float, default=300, help="--serve: seconds allowed for a server to start")
-    ap.add_argument("--scratch", default="/tmp", help="--serve: where the servers' logs go")
+    ap.add_argument("--scratch", help="--serve: where the servers' logs go (default: a new temporary folder)")
     ap.add_argument("--ours-only", action="store_true", help="run our side only (no llama.cpp build needed)")
     a = ap.parse_args()
     chosen = [c for c in CASES if getattr(a, c)]
+    if a.serve and not a.scratch and not a.from_json:
+        a.scratch = tempfile.mkdtemp(prefix="compare-serve-")
     base = a.base or not chosen
     peer = not a.ours_only
     if not a.from_json and peer and not a.llama:

@@ -214,7 +214,7 @@ static int run(rig *r, int n_seqs, int n_tok_each, int pos0, int all_logits, ds_
 
 /* The states of sequences [0, n) as every test starts: empty, or as the depth prefill left them. */
 static void clear_states(rig *r, int n) {
-    if (r->saved && r->st.n_slots) {
+    if (r->saved && r->st.n_slots && r->st.slot_floats) {
         memcpy(r->st.data, r->saved, (size_t)n * r->st.slot_floats * sizeof(float));
         return;
     }

@@ -43,13 +43,13 @@ __attribute__((target("avx2,fma"))) static double loop_avx2(peak_kind kind, long
         __m256i a = _mm256_set1_epi8(3), b = _mm256_set1_epi8(-2), ones = _mm256_set1_epi16(1);
 #define DECL(c) __m256i acc##c = _mm256_setzero_si256();
 #define STEP(c) acc##c = _mm256_add_epi32(acc##c, _mm256_madd_epi16(_mm256_maddubs_epi16(a, b), ones));
-#define SUM(c) s += _mm256_extract_epi32(acc##c, 0);
+#define SUM(c) s += (uint32_t)_mm256_extract_epi32(acc##c, 0);
         EACH(DECL)
         for (long i = 0; i < iters; i++) {
             __asm__("" : "+x"(a), "+x"(b));
             EACH(STEP)
         }
-        int32_t s = 0;
+        uint32_t s = 0; /* the sums wrap (defined for unsigned): only the work matters */
         EACH(SUM)
         return (double)s;
 #undef DECL
@@ -75,13 +75,13 @@ __attribute__((target("avx512f,avx512bw,avx512vnni"))) static double loop_avx512
         __m512i a = _mm512_set1_epi8(3), b = _mm512_set1_epi8(-2);
 #define DECL(c) __m512i acc##c = _mm512_setzero_si512();
 #define STEP(c) acc##c = _mm512_dpbusd_epi32(acc##c, a, b);
-#define SUMI(c) s += _mm512_reduce_add_epi32(acc##c);
+#define SUMI(c) s += (uint32_t)_mm512_reduce_add_epi32(acc##c);
         EACH(DECL)
         for (long i = 0; i < iters; i++) {
             __asm__("" : "+v"(a), "+v"(b));
             EACH(STEP)
         }
-        int32_t s = 0;
+        uint32_t s = 0; /* the sums wrap (defined for unsigned): only the work matters */
         EACH(SUMI)
         return (double)s;
 #undef DECL
@@ -123,15 +123,15 @@ static double loop_ref(peak_kind kind, long iters) {
     if (kind == K_INT8) {
         volatile int8_t va = 3, vb = -2;
         int8_t a = va, b = vb;
-#define DECL(c) int32_t acc##c = c;
-#define STEP(c) acc##c += (int32_t)a * b;
-#define SUMS(c) s += acc##c;
+#define DECL(c) uint32_t acc##c = c;
+#define STEP(c) acc##c += (uint32_t)((int32_t)a * b);
+#define SUMS(c) s += (uint32_t)acc##c;
         EACH(DECL)
         for (long i = 0; i < iters; i++) {
             __asm__("" : "+r"(a), "+r"(b));
             EACH(STEP)
         }
-        int32_t s = 0;
+        uint32_t s = 0; /* the sums wrap (defined for unsigned): only the work matters */
         EACH(SUMS)
         return (double)s;
 #undef DECL
@@ -146,7 +146,8 @@ static double loop_ref(peak_kind kind, long iters) {
         EACH(STEP)
     }
     float s = 0;
-    EACH(SUMS)
+#define SUMR(c) s += acc##c;
+    EACH(SUMR)
     return (double)s;
 #undef DECL
 #undef STEP

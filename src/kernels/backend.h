@@ -32,6 +32,9 @@ typedef struct ds_bweight ds_bweight; /* a weight matrix in the backend's memory
 enum {
     DS_W_MATMUL = 1, /* used in matrix products */
     DS_W_ROWS = 2,   /* rows are looked up (embeddings) */
+    DS_W_X8 = 4,     /* products may read the activations at 8 bits alone (a Q8_0 matrix then
+                      * skips the residual term; kernels/kern.h NUMERICS): a property of the
+                      * weight, never of the batch, so batching stays invisible */
 };
 
 /* One output of a matrix product: y[t][r] = W[r] . x[t], rows ldy apart. */

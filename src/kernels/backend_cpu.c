@@ -134,7 +134,8 @@ static ds_status cpu_weight_new(ds_backend *be, const ds_mat *src, int flags, ds
     *out = NULL;
     ds_bweight *w = calloc(1, sizeof *w);
     if (!w) return ds_fail(e, DS_ENOMEM, "backend: out of memory");
-    w->m = (ds_wmat){.type = src->type, .rows = src->rows, .cols = src->cols, .data = src->data};
+    w->m = (ds_wmat){.type = src->type, .rows = src->rows, .cols = src->cols, .data = src->data,
+                     .x8 = (flags & DS_W_X8) && src->type == DS_Q8_0};
     if (src->type == DS_NVFP4) {
         ds_status s = widen_nvfp4(w, e);
         if (s) {

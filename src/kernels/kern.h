@@ -23,7 +23,10 @@
  *     in -64..64, x ~ (dx/128)(128 q + r), and a block adds
  *     acc = acc + (float)(128 isum_q + isum_r) * (dw * (dx/128)): about 15
  *     bits of activation for twice the integer work (decode, bound by memory,
- *     does not notice).
+ *     does not notice). A matrix marked x8 (DS_W_X8: the output head, whose
+ *     error stays in the logits) skips the residual in every call, like
+ *     Q4_0: acc = acc + (float)isum_q * (dw * dx); batched decode, bound by
+ *     the integer work, gains. The mark is the weight's, never the batch's.
  *   - The gblock types (gblock.h: q4_1, q5_0, q5_1, q2_K, q3_K, the iq types,
  *     mxfp4, tq1_0, tq2_0): activations as for the others. Per 32-element
  *     block, with the block's integer form (lv, sc, mn, d, dm) from
@@ -94,6 +97,7 @@ typedef struct {
     size_t group_bytes;     /* bytes of one packed group */
     size_t sb_bytes;        /* bytes of one packed super-block of a group */
     int form;               /* gblock types: DS_GF_* of the packed layout */
+    int x8;                 /* q8_0: activations at 8 bits alone, no residual term (NUMERICS) */
 } ds_wmat;
 
 /* The form of a packed gblock matrix (PACKED LAYOUT above). */

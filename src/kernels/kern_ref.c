@@ -143,13 +143,15 @@ static void mm_q8_0(const ds_mm *m, int64_t r0, int64_t r1) {
             float acc = 0.0f;
             const int8_t *rq = xq->r + t * w->cols;
             const float *ex = xq->e + t * nb; /* d / 128: the scale of 128 q + r */
+            const float *dx = xq->d + t * nb;
             for (int64_t b = 0; b < nb; b++) {
                 int isum = 0, rsum = 0;
                 for (int i = 0; i < 32; i++) {
                     isum += blk[b].qs[i] * q[32 * b + i];
                     rsum += blk[b].qs[i] * rq[32 * b + i];
                 }
-                acc = acc + (float)(128 * isum + rsum) * (ds_f16_to_f32(blk[b].d) * ex[b]);
+                if (w->x8) acc = acc + (float)isum * (ds_f16_to_f32(blk[b].d) * dx[b]);
+                else acc = acc + (float)(128 * isum + rsum) * (ds_f16_to_f32(blk[b].d) * ex[b]);
             }
             m->y[t * m->ldy + r] = acc;
         }

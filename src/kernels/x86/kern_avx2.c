@@ -128,7 +128,7 @@ INLINE void nibbles(__m256i *w, const uint8_t *p, int h) {
     }
 }
 
-INLINE void q8_0_tile(const ds_mm *m, const uint8_t *gp, int h, int64_t t0, const int TT, float *y, int nrows) {
+INLINE void q8_0_tile(const ds_mm *m, const uint8_t *gp, int h, int64_t t0, const int TT, float *y, int nrows, const int x8) {
     const ds_xq *x = m->xq;
     int64_t K = m->w->cols, nb = K / 32;
     __m256 acc[TT_MAX];
@@ -144,6 +144,10 @@ INLINE void q8_0_tile(const ds_mm *m, const uint8_t *gp, int h, int64_t t0, cons
         UNROLL for (int t = 0; t < TT; t++) {
             int64_t bi = (t0 + t) * nb + b;
             __m256i is = dot_signed(aw, sw, x->q + (t0 + t) * K + 32 * b);
+            if (x8) { /* one term (kern.h NUMERICS) */
+                acc[t] = _mm256_add_ps(acc[t], _mm256_mul_ps(_mm256_cvtepi32_ps(is), _mm256_mul_ps(dw, _mm256_set1_ps(x->d[bi]))));
+                continue;
+            }
             __m256i rs = dot_signed(aw, sw, x->r + (t0 + t) * K + 32 * b);
             is = _mm256_add_epi32(_mm256_slli_epi32(is, 7), rs); /* 128 isum_q + isum_r */
             acc[t] = _mm256_add_ps(acc[t], _mm256_mul_ps(_mm256_cvtepi32_ps(is), _mm256_mul_ps(dw, _mm256_set1_ps(x->e[bi]))));
@@ -271,7 +275,9 @@ INLINE void q6_k_tile(const ds_mm *m, const uint8_t *gp, int h, int64_t t0, cons
         }                                                                                          \
     }
 
-QUANT_DRIVER(mm_q8_0, q8_0_tile)
+QUANT_DRIVER(mm_q8_0_x15, q8_0_tile, 0)
+QUANT_DRIVER(mm_q8_0_x8, q8_0_tile, 1)
+static void mm_q8_0(const ds_mm *m, int64_t r0, int64_t r1) { (m->w->x8 ? mm_q8_0_x8 : mm_q8_0_x15)(m, r0, r1); }
 QUANT_DRIVER(mm_q4_0, q4_0_tile)
 QUANT_DRIVER(mm_q4_K, k45_tile, 0)
 QUANT_DRIVER(mm_q5_K, k45_tile, 1)

@@ -107,7 +107,7 @@ INLINE void nibbles(__m512i *w, const uint8_t *p) {
     }
 }
 
-INLINE void q8_0_tile(const ds_mm *m, const uint8_t *gp, int64_t t0, const int TT, float *y, int nrows) {
+INLINE void q8_0_tile(const ds_mm *m, const uint8_t *gp, int64_t t0, const int TT, float *y, int nrows, const int x8) {
     const ds_xq *x = m->xq;
     int64_t K = m->w->cols, nb = K / 32;
     __m512 acc[TT_MAX];
@@ -122,6 +122,15 @@ INLINE void q8_0_tile(const ds_mm *m, const uint8_t *gp, int64_t t0, const int T
         __m512i w[8];
         UNROLL for (int s = 0; s < 8; s++) w[s] = ld(gp + 32 + 64 * s);
         __m512i isv[TT_MAX], rsv[TT_MAX];
+        if (x8) { /* one term: q4_0's form */
+            dot_tokens(isv, w, x->q + t0 * K + 32 * b, K, TT, 0, 8);
+            UNROLL for (int t = 0; t < TT; t++) {
+                int64_t bi = (t0 + t) * nb + b;
+                __m512i is = _mm512_sub_epi32(isv[t], _mm512_set1_epi32(x->c128[bi]));
+                acc[t] = _mm512_add_ps(acc[t], _mm512_mul_ps(_mm512_cvtepi32_ps(is), _mm512_mul_ps(dw, _mm512_set1_ps(x->d[bi]))));
+            }
+            continue;
+        }
         if (TT == 1) {
             dot_tokens(isv, w, x->q + t0 * K + 32 * b, K, 1, 0, 8);
             dot_tokens(rsv, w, x->r + t0 * K + 32 * b, K, 1, 0, 8);
@@ -278,7 +287,9 @@ INLINE void q6_k_tile(const ds_mm *m, const uint8_t *gp, int64_t t0, const int T
         }                                                                                          \
     }
 
-QUANT_DRIVER(mm_q8_0, q8_0_tile)
+QUANT_DRIVER(mm_q8_0_x15, q8_0_tile, 0)
+QUANT_DRIVER(mm_q8_0_x8, q8_0_tile, 1)
+static void mm_q8_0(const ds_mm *m, int64_t r0, int64_t r1) { (m->w->x8 ? mm_q8_0_x8 : mm_q8_0_x15)(m, r0, r1); }
 QUANT_DRIVER(mm_q4_0, q4_0_tile)
 QUANT_DRIVER(mm_q4_K, k45_tile, 0)
 QUANT_DRIVER(mm_q5_K, k45_tile, 1)

@@ -21,7 +21,7 @@
 
 #include "kernels/backend_cpu_int.h"
 
-#define QB 16 /* tokens per query block */
+#define QB 64 /* tokens per query block */
 #define KB 64 /* positions per key block */
 
 size_t ds_cpu_attention_scratch(const ds_be_limits *lim) {

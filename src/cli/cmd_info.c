@@ -63,6 +63,10 @@ static void print_info(const ds_model_file *m, int has_vision) {
     printf("hidden         %d, vocabulary %d rows, trained context %d\n", c->n_embd, c->n_vocab, c->n_ctx_train);
     printf("attention      %d query heads, %d kv heads, head dim %d, rope %d dims theta %g%s\n", c->n_head,
            c->n_head_kv, c->head_dim, c->rope_dim, (double)c->rope_theta, c->attn_output_gate ? ", sigmoid output gate" : "");
+    if (c->yarn_factor > 0)
+        printf("yarn           factor %g over %d positions (beta %g/%g, attention factor %.4f): context %d\n",
+               (double)c->yarn_factor, c->yarn_orig_ctx, (double)c->yarn_beta_fast, (double)c->yarn_beta_slow,
+               (double)c->yarn_mscale, ds_model_context_limit(c));
     if (st.n_gdn_layers)
         printf("deltanet       %d key heads x %d, %d value heads x %d (%s order), conv kernel %d\n", c->lin_k_heads,
                c->lin_k_dim, c->lin_v_heads, c->lin_v_dim, c->v_heads_tiled ? "tiled" : "grouped", c->conv_kernel);

@@ -28,6 +28,8 @@ static void usage(FILE *f) {
             "usage: deltaserve make-model --shape NAME --out PATH [options]\n"
             "  --shape NAME        model configuration (see below)\n"
             "  --layers N          override the number of decoder layers\n"
+            "  --yarn F            YaRN rope scaling with factor F over the shape's context (written as\n"
+            "                      Hugging Face's rope_type \"yarn\" / llama.cpp's rope.scaling.* keys)\n"
             "  --dtype T           file type, as llama-quantize names them (any case; default f32): the\n"
             "                      type of each tensor is the one llama-quantize gives it (safetensors:\n"
             "                      f32, f16, bf16). GGUF file types:\n"
@@ -130,6 +132,9 @@ static int make_model(int argc, char **argv, const char **tensor_types) {
         } else if (!strcmp(a, "--shard-mb")) {
             if (ds_arg_int(a, v, 1, 1 << 20, &n)) return 2;
             o.shard_bytes = (size_t)n << 20;
+        } else if (!strcmp(a, "--yarn")) {
+            if (ds_arg_float(a, v, 1, 1e6, &x)) return 2;
+            o.yarn_factor = (float)x;
         } else if (!strcmp(a, "--mtp-agree")) {
             if (ds_arg_float(a, v, 0, 1, &x)) return 2;
             o.mtp_agree_set = 1;

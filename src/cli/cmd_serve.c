@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <unistd.h>
 
 #include <jansson.h>
@@ -89,7 +90,11 @@ static void usage(FILE *f) {
             "  --max-queue N          waiting requests accepted before 429 (default 0 = unlimited)\n"
             "  --threads N            compute threads (default: one per core)\n"
             "  -c, --ctx-size, --max-model-len, --ctx N\n"
-            "                         longest prompt + completion (default: the model's context)\n"
+            "                         longest prompt + completion (default: the model's context:\n"
+            "                         context_length, times the factor when the config asks for YaRN;\n"
+            "                         more than that is refused unless --allow-long-context)\n"
+            "  --allow-long-context   accept a --max-model-len past the model's context (as vLLM's\n"
+            "                         VLLM_ALLOW_LONG_MAX_MODEL_LEN=1, also honoured)\n"
             "  --max-body-kb N        request bodies over this get 413 (default 8192)\n"
             "  --max-connections N    open connections kept, each holding a thread (default 256); past\n"
             "                         it the one idle the longest is closed to let a new one in, and 16\n"
@@ -236,6 +241,9 @@ int ds_cmd_serve(int argc, char **argv) {
     const char *template_arg = NULL;
     char *template_text = NULL;
     if ((env = getenv("DS_API_KEY")) && env[0]) c.api_key = env;
+    /* vLLM's switch for a max model length past the model's: "1" or "true" */
+    if ((env = getenv("VLLM_ALLOW_LONG_MAX_MODEL_LEN")) && (!strcmp(env, "1") || !strcasecmp(env, "true")))
+        c.engine.allow_long_context = 1;
     if ((env = getenv("DS_FAULT_AFTER")) && ds_arg_int("DS_FAULT_AFTER", env, 0, 1L << 30, &n) == 0) c.fault_after = (int)n;
     if ((env = getenv("DS_FAULT_EVERY")) && ds_arg_int("DS_FAULT_EVERY", env, 0, 1L << 30, &n) == 0) c.fault_every = (int)n;
     if ((env = getenv("DS_FAULT_AT_TOKEN")) && ds_arg_int("DS_FAULT_AT_TOKEN", env, 0, 1L << 30, &n) == 0) c.fault_at_token = (int)n;
@@ -246,6 +254,7 @@ int ds_cmd_serve(int argc, char **argv) {
         if (!strcmp(a, "--version")) { ds_version_print(stdout); return 0; }
         if (!strcmp(a, "--no-prefix-cache")) { c.engine.prefix_cache = 0; continue; }
         if (!strcmp(a, "--reuse-port")) { c.reuse_port = 1; continue; }
+        if (!strcmp(a, "--allow-long-context")) { c.engine.allow_long_context = 1; continue; }
         if (a[0] != '-') {   /* the model, as `vllm serve MODEL` takes it */
             if (c.model_path) {
                 fprintf(stderr, "deltaserve serve: '%s': the model is already '%s'\n", a, c.model_path);

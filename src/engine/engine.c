@@ -139,7 +139,7 @@ ds_status ds_engine_new(ds_model *model, const ds_engine_params *params, ds_engi
                ds_id_pool_init(&g->ckpts, n_slots, n_ckpt) || ds_id_pool_init(&g->vslots, 0, n_vslots)))
         s = ds_fail(e, DS_ENOMEM, "engine: out of memory");
     g->max_seq = g->kv.n_pages * p.page_size;
-    if (g->max_seq > c->n_ctx_train) g->max_seq = c->n_ctx_train;
+    if (!p.allow_long_context && g->max_seq > ds_model_context_limit(c)) g->max_seq = ds_model_context_limit(c);
     if (!s && p.prefix_cache) {
         g->cache = ds_prefix_cache_new(p.page_size, g->kv.n_pages, &g->pages, &g->ckpts, g->hybrid);
         if (!g->cache) s = ds_fail(e, DS_ENOMEM, "engine: out of memory for the prefix cache");

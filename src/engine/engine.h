@@ -42,6 +42,8 @@ typedef struct {
     int checkpoint_interval;    /* prefill tokens between checkpoints (multiple of DS_DELTANET_CHUNK; 0: prompt
                                  * end only) */
     int prefix_cache;           /* 0: off */
+    int allow_long_context;     /* 1: sequences may run past the model's context (ds_model_context_limit),
+                                 * as far as the KV pages reach */
     int max_queue;              /* waiting requests accepted (0: unlimited) */
     int spec_tokens;            /* MTP drafts per step, at most (0: no speculation; models without an MTP head never speculate) */
     size_t spec_state_bytes;    /* DeltaNet verify records (k+1 per speculating sequence) */

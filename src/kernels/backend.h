@@ -75,6 +75,15 @@ typedef struct {
     const uint8_t *rope_axis; /* [rope_dim / 2] */
 } ds_attn_row;
 
+/* Rotation of the first dim dims of each head (NeoX halves): pair i turns
+ * by position * inv_freq[i] radians (angle in double), and cos and sin are
+ * scaled by mscale (YaRN's attention factor; 1 for plain RoPE). */
+typedef struct {
+    int dim;
+    const double *inv_freq; /* [dim / 2] */
+    float mscale;
+} ds_rope_freqs_view;
+
 /* Gated DeltaNet geometry and per-layer constants. */
 typedef struct {
     int Hk, Hv, Dk, Dv, conv_dim, conv_kernel, v_tiled;
@@ -145,7 +154,7 @@ typedef struct ds_backend_ops {
      * over each token's positions 0..pos, optional sigmoid gate; out [n][nh*hd] */
     void (*attention)(ds_backend *be, float *out, float *q, float *k, const float *v, int n, const ds_attn_row *rows,
                       const ds_kv_view *kv, int nh, int gated, const float *q_norm, const float *k_norm, float eps,
-                      int rope_dim, float rope_theta);
+                      const ds_rope_freqs_view *rope);
     /* Gated DeltaNet: conv, gates, recurrence, output norm gated by SiLU(z);
      * mixed [n][C] (overwritten), ab [n][2Hv] (beta in, gates out), z [n][Hv*Dv], o [n][Hv*Dv] */
     void (*deltanet)(ds_backend *be, const ds_gdn_layer *L, const ds_gdn_seq *seqs, int n_seqs, float *mixed, float *ab,

@@ -591,10 +591,10 @@ static void cpu_moe_combine(ds_backend *be, float *y, const float *gate, const f
 
 static void prof_attention(ds_backend *be, float *out, float *q, float *k, const float *v, int n, const ds_attn_row *rows,
                            const ds_kv_view *kv, int nh, int gated, const float *q_norm, const float *k_norm, float eps,
-                           int rope_dim, float rope_theta) {
+                           const ds_rope_freqs_view *rope) {
     cpu_backend *cb = (cpu_backend *)be;
     double t0 = cb->profile ? prof_now() : 0;
-    ds_cpu_attention(be, out, q, k, v, n, rows, kv, nh, gated, q_norm, k_norm, eps, rope_dim, rope_theta);
+    ds_cpu_attention(be, out, q, k, v, n, rows, kv, nh, gated, q_norm, k_norm, eps, rope);
     if (cb->profile) {
         cb->prof_s[P_ATT] += prof_now() - t0;
         cb->prof_n[P_ATT]++;

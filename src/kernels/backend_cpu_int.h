@@ -72,7 +72,7 @@ void ds_cpu_deltanet_commit(ds_backend *be, const ds_gdn_layer *L, float *conv_s
 size_t ds_cpu_deltanet_scratch(const ds_kern *k, const ds_be_limits *lim);
 void ds_cpu_attention(ds_backend *be, float *out, float *q, float *k, const float *v, int n, const ds_attn_row *rows,
                       const ds_kv_view *kv, int nh, int gated, const float *q_norm, const float *k_norm, float eps,
-                      int rope_dim, float rope_theta);
+                      const ds_rope_freqs_view *rope);
 size_t ds_cpu_vit_attention_floats(ds_backend *be, int n, int nh, int hd);
 void ds_cpu_vit_attention(ds_backend *be, float *out, float *qkv, const float *rot, int n, int nh, int hd,
                           float *scratch);

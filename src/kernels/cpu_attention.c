@@ -21,7 +21,7 @@
 
 #include "kernels/backend_cpu_int.h"
 
-#define QB 16 /* tokens per query block */
+#define QB 64 /* tokens per query block */
 #define KB 64 /* positions per key block */
 
 size_t ds_cpu_attention_scratch(const ds_be_limits *lim) {
@@ -41,21 +41,21 @@ typedef struct {
     int nh, gated;
     const float *q_norm, *k_norm;
     float eps;
-    int rope_dim;
-    float rope_theta;
+    const ds_rope_freqs_view *rope;
     int n_blocks;
     int32_t *block0; /* first token of each query block; [n_blocks] = n */
     _Alignas(64) atomic_int next;
 } att_job;
 
 /* cos/sin of every rotated pair at the row's position (M-RoPE: the position
- * of the pair's axis), as ds_rope_neox computes them */
-static void rope_table(float *c, float *s, int rope_dim, const ds_attn_row *r, float theta) {
-    for (int i = 0; i < rope_dim / 2; i++) {
+ * of the pair's axis), as ds_rope_neox computes them for plain RoPE; YaRN
+ * scales both by its attention factor (mscale 1 leaves the bits alone) */
+static void rope_table(float *c, float *s, const ds_rope_freqs_view *rope, const ds_attn_row *r) {
+    for (int i = 0; i < rope->dim / 2; i++) {
         int pos = r->rope_axis ? r->rope_pos[r->rope_axis[i]] : r->pos;
-        double angle = (double)pos * pow((double)theta, -2.0 * i / rope_dim);
-        c[i] = (float)cos(angle);
-        s[i] = (float)sin(angle);
+        double angle = (double)pos * rope->inv_freq[i];
+        c[i] = (float)(cos(angle) * rope->mscale);
+        s[i] = (float)(sin(angle) * rope->mscale);
     }
 }
 
@@ -77,19 +77,20 @@ static void prep_tokens(att_job *j, int64_t lo, int64_t hi, float *tab) {
     const ds_kv_view *kv = j->kv;
     int hd = kv->head_dim, nkv = kv->n_kv_heads, qstride = hd * (j->gated ? 2 : 1);
     int qw = j->nh * qstride, kvw = nkv * hd;
-    float *c = tab, *s = tab + j->rope_dim / 2;
+    int rope_dim = j->rope->dim;
+    float *c = tab, *s = tab + rope_dim / 2;
     for (int64_t i = lo; i < hi; i++) {
         const ds_attn_row *r = &j->rows[i];
-        rope_table(c, s, j->rope_dim, r, j->rope_theta);
+        rope_table(c, s, j->rope, r);
         float *q = j->q + i * qw, *k = j->k + i * kvw;
         for (int h = 0; h < j->nh; h++) {
             float *qh = q + (size_t)h * qstride;
             ds_rmsnorm(qh, qh, j->q_norm, hd, j->eps);
-            rope_apply(qh, c, s, j->rope_dim);
+            rope_apply(qh, c, s, rope_dim);
         }
         for (int h = 0; h < nkv; h++) {
             ds_rmsnorm(k + (size_t)h * hd, k + (size_t)h * hd, j->k_norm, hd, j->eps);
-            rope_apply(k + (size_t)h * hd, c, s, j->rope_dim);
+            rope_apply(k + (size_t)h * hd, c, s, rope_dim);
         }
         memcpy(kv_row(kv, kv->k, r->pages, r->pos), k, (size_t)kvw * sizeof(float));
         memcpy(kv_row(kv, kv->v, r->pages, r->pos), j->v + i * kvw, (size_t)kvw * sizeof(float));
@@ -178,10 +179,10 @@ static void att_worker(void *ctx, int ith, int nth) {
 
 void ds_cpu_attention(ds_backend *be, float *out, float *q, float *k, const float *v, int n, const ds_attn_row *rows,
                       const ds_kv_view *kv, int nh, int gated, const float *q_norm, const float *k_norm, float eps,
-                      int rope_dim, float rope_theta) {
+                      const ds_rope_freqs_view *rope) {
     cpu_backend *cb = (cpu_backend *)be;
     att_job j = {.cb = cb, .out = out, .q = q, .k = k, .v = v, .n = n, .rows = rows, .kv = kv, .nh = nh, .gated = gated,
-                 .q_norm = q_norm, .k_norm = k_norm, .eps = eps, .rope_dim = rope_dim, .rope_theta = rope_theta,
+                 .q_norm = q_norm, .k_norm = k_norm, .eps = eps, .rope = rope,
                  .block0 = cb->att_blocks};
     /* query blocks: runs of one sequence (same page table, consecutive positions), at most QB tokens */
     int nb = 0;

@@ -62,6 +62,63 @@ static ds_status read_mrope(kv_reader *r, ds_model_config *c) {
     return DS_OK;
 }
 
+/* An optional float key "<arch>.rope.scaling.<name>" above min; absent: *out unchanged. */
+static ds_status scaling_f32(kv_reader *r, const char *name, float min, float *out, int *given) {
+    char key[128];
+    snprintf(key, sizeof key, "%s.rope.scaling.%s", r->arch, name);
+    float v;
+    ds_status s = ds_gguf_get_f32(r->g, key, &v, r->e);
+    if (given) *given = s == DS_OK;
+    if (s == DS_ENOTFOUND) return DS_OK;
+    if (s) return s;
+    if (!(v > min && v <= 1e9f)) return ds_fail(r->e, DS_ECORRUPT, "%s: key '%s' = %g is not above %g", r->g->path, key, (double)v, (double)min);
+    *out = v;
+    return DS_OK;
+}
+
+/* Rope scaling as llama.cpp's converter writes it: rope.scaling.type
+ * ("none", "linear", "yarn", ...), .factor, .original_context_length
+ * (default context_length), and for YaRN Hugging Face's optional fields as
+ * .yarn_beta_fast, .yarn_beta_slow, .yarn_attn_factor (attention_factor:
+ * replaces the default get_mscale(factor)), .yarn_ext_factor (only 1, the
+ * plain ramp, is computed here); .attn_factor multiplies the result as in
+ * llama.cpp. No type: no scaling. */
+static ds_status read_rope_scaling(kv_reader *r, ds_model_config *c) {
+    char key[128];
+    snprintf(key, sizeof key, "%s.rope.scaling.type", r->arch);
+    ds_str type;
+    ds_status s = ds_gguf_get_str(r->g, key, &type, r->e);
+    if (s == DS_ENOTFOUND) return DS_OK;
+    if (s) return s;
+    if (type.len == 4 && !memcmp(type.ptr, "none", 4)) return DS_OK;
+    if (!(type.len == 4 && !memcmp(type.ptr, "yarn", 4)))
+        return ds_fail(r->e, DS_EUNSUPPORTED, "%s: key '%s' is '%.*s' (deltaserve supports 'none' and 'yarn')",
+                       r->g->path, key, (int)(type.len < 64 ? type.len : 64), type.ptr);
+    snprintf(key, sizeof key, "%s.rope.scaling.factor", r->arch);
+    if ((s = ds_gguf_get_f32(r->g, key, &c->yarn_factor, r->e))) return s;
+    if (!(c->yarn_factor > 0 && c->yarn_factor <= 1e6f))
+        return ds_fail(r->e, DS_ECORRUPT, "%s: key '%s' = %g is not in (0, 1e6]", r->g->path, key, (double)c->yarn_factor);
+    if ((s = arch_u32(r, "rope.scaling.original_context_length", c->n_ctx_train, &c->yarn_orig_ctx))) return s;
+    if (c->yarn_orig_ctx == 0)
+        return ds_fail(r->e, DS_ECORRUPT, "%s: key '%s.rope.scaling.original_context_length' is 0", r->g->path, r->arch);
+    c->yarn_beta_fast = 32.0f;
+    c->yarn_beta_slow = 1.0f;
+    c->yarn_truncate = 1;
+    float att = 0, mul = 1, ext = 1;
+    int has_att, has_ext;
+    if ((s = scaling_f32(r, "yarn_beta_fast", 0, &c->yarn_beta_fast, NULL)) ||
+        (s = scaling_f32(r, "yarn_beta_slow", 0, &c->yarn_beta_slow, NULL)) ||
+        (s = scaling_f32(r, "yarn_attn_factor", 0, &att, &has_att)) ||
+        (s = scaling_f32(r, "attn_factor", 0, &mul, NULL)) ||
+        (s = scaling_f32(r, "yarn_ext_factor", -1, &ext, &has_ext)))
+        return s;
+    if (has_ext && ext != 1.0f)
+        return ds_fail(r->e, DS_EUNSUPPORTED, "%s: key '%s.rope.scaling.yarn_ext_factor' = %g (only 1 is supported)",
+                       r->g->path, r->arch, (double)ext);
+    c->yarn_mscale = (has_att ? att : (float)ds_yarn_get_mscale(c->yarn_factor, 1.0)) * mul;
+    return DS_OK;
+}
+
 static ds_status read_config(ds_model_file *m, ds_err *e) {
     const ds_gguf *g = &m->gguf;
     ds_model_config *c = &m->cfg;
@@ -87,6 +144,7 @@ static ds_status read_config(ds_model_file *m, ds_err *e) {
     c->head_dim = key_length;
     if ((s = arch_u32(&r, "rope.dimension_count", c->head_dim, &c->rope_dim))) return s;
     if (c->arch != DS_ARCH_QWEN3 && (s = read_mrope(&r, c))) return s;
+    if ((s = read_rope_scaling(&r, c))) return s;
     if (c->n_mtp >= block_count)
         return ds_fail(e, DS_ECORRUPT, "%s: %s.nextn_predict_layers (%d) must be below block_count (%d)", g->path,
                        r.arch, c->n_mtp, block_count);

@@ -93,6 +93,93 @@ static ds_status add_eos(ds_model_config *c, const json_t *v, const char *path, 
     return DS_OK;
 }
 
+/* A number of a rope-scaling object: absent (or null) leaves *out as it is;
+ * present, it must be a number above min. */
+static ds_status yarn_number(cfg_reader *r, const json_t *obj, const char *where, const char *name, double min,
+                             float *out, int *given) {
+    const json_t *v = json_object_get(obj, name);
+    if (given) *given = 0;
+    if (!v || json_is_null(v)) return DS_OK;
+    if (!json_is_number(v) || !(json_number_value(v) > min && json_number_value(v) <= 1e9))
+        return ds_fail(r->e, DS_ECORRUPT, "%s: field '%s.%s' is not a number above %g", r->path, where, name, min);
+    *out = (float)json_number_value(v);
+    if (given) *given = 1;
+    return DS_OK;
+}
+
+/* Rope scaling: rope_parameters (transformers 5) or rope_scaling names a
+ * rope_type (older files: type). "default" (and "mrope", Qwen2-VL's name)
+ * mean none; "yarn" reads its fields with Hugging Face's defaults
+ * (_compute_yarn_parameters): original_max_position_embeddings =
+ * max_position_embeddings, beta_fast 32, beta_slow 1, truncate true, and
+ * attention_factor = get_mscale(factor), or get_mscale(factor, mscale) /
+ * get_mscale(factor, mscale_all_dim) when both of those are given. Any other
+ * type would change the rotation in a way deltaserve does not compute. */
+static ds_status read_rope_scaling(cfg_reader *r, const json_t *params, ds_model_config *c) {
+    const json_t *obj = params;
+    const char *where = "rope_parameters";
+    ds_status s;
+    const json_t *type = obj ? json_object_get(obj, "rope_type") : NULL;
+    if (!type && obj) type = json_object_get(obj, "type");
+    if (!type || json_is_null(type)) {
+        const json_t *scaling;
+        if ((s = field(r, "rope_scaling", &scaling))) return s;
+        if (scaling && !json_is_object(scaling))
+            return ds_fail(r->e, DS_ECORRUPT, "%s: field 'rope_scaling' is not an object", r->path);
+        if (!scaling) return DS_OK;
+        obj = scaling;
+        where = "rope_scaling";
+        type = json_object_get(obj, "rope_type");
+        if (!type) type = json_object_get(obj, "type");
+        if (!type || json_is_null(type)) return DS_OK;
+    }
+    const char *key = json_object_get(obj, "rope_type") ? "rope_type" : "type";
+    if (!json_is_string(type))
+        return ds_fail(r->e, DS_ECORRUPT, "%s: field '%s.%s' is not a string", r->path, where, key);
+    const char *t = json_string_value(type);
+    if (!strcmp(t, "default") || !strcmp(t, "mrope")) return DS_OK;
+    if (strcmp(t, "yarn"))
+        return ds_fail(r->e, DS_EUNSUPPORTED, "%s: field '%s.%s' is '%s' (deltaserve supports 'default' and 'yarn')",
+                       r->path, where, key, t);
+    const json_t *f = json_object_get(obj, "factor");
+    if (!f || json_is_null(f))
+        return ds_fail(r->e, DS_ECORRUPT, "%s: field '%s.factor' is missing (YaRN needs it)", r->path, where);
+    if (!json_is_number(f) || !(json_number_value(f) > 0 && json_number_value(f) <= 1e6))
+        return ds_fail(r->e, DS_ECORRUPT, "%s: field '%s.factor' is not a number in (0, 1e6]", r->path, where);
+    c->yarn_factor = (float)json_number_value(f);
+    c->yarn_orig_ctx = c->n_ctx_train;
+    const json_t *orig = json_object_get(obj, "original_max_position_embeddings");
+    if (orig && !json_is_null(orig)) {
+        uint64_t u;
+        if (ds_json_uint(orig, 1u << 30, &u) != 0 || u == 0)
+            return ds_fail(r->e, DS_ECORRUPT, "%s: field '%s.original_max_position_embeddings' is not a positive integer",
+                           r->path, where);
+        c->yarn_orig_ctx = (int)u;
+    }
+    c->yarn_beta_fast = 32.0f;
+    c->yarn_beta_slow = 1.0f;
+    float att = 0, ms = 0, ms_all = 0;
+    int has_att, has_ms, has_all;
+    if ((s = yarn_number(r, obj, where, "beta_fast", 0, &c->yarn_beta_fast, NULL)) ||
+        (s = yarn_number(r, obj, where, "beta_slow", 0, &c->yarn_beta_slow, NULL)) ||
+        (s = yarn_number(r, obj, where, "attention_factor", 0, &att, &has_att)) ||
+        (s = yarn_number(r, obj, where, "mscale", -1e9, &ms, &has_ms)) ||
+        (s = yarn_number(r, obj, where, "mscale_all_dim", -1e9, &ms_all, &has_all)))
+        return s;
+    c->yarn_truncate = 1;
+    const json_t *tr = json_object_get(obj, "truncate");
+    if (tr && !json_is_null(tr)) {
+        if (!json_is_boolean(tr))
+            return ds_fail(r->e, DS_ECORRUPT, "%s: field '%s.truncate' is not a boolean", r->path, where);
+        c->yarn_truncate = json_is_true(tr);
+    }
+    if (has_att) c->yarn_mscale = att;
+    else if (has_ms && has_all && ms != 0 && ms_all != 0)
+        c->yarn_mscale = (float)(ds_yarn_get_mscale(c->yarn_factor, ms) / ds_yarn_get_mscale(c->yarn_factor, ms_all));
+    else c->yarn_mscale = (float)ds_yarn_get_mscale(c->yarn_factor, 1.0);
+    return DS_OK;
+}
+
 static ds_status read_rope(cfg_reader *r, ds_model_config *c) {
     const json_t *params, *theta = NULL, *factor = NULL;
     ds_status s = field(r, "rope_parameters", &params);
@@ -112,6 +199,7 @@ static ds_status read_rope(cfg_reader *r, ds_model_config *c) {
     if (!(f > 0 && f <= 1))
         return ds_fail(r->e, DS_ECORRUPT, "%s: field 'partial_rotary_factor' is %g, not in (0, 1]", r->path, (double)f);
     c->rope_dim = (int)lroundf((float)c->head_dim * f);
+    if ((s = read_rope_scaling(r, params, c))) return s;
     if (c->arch == DS_ARCH_QWEN3) return DS_OK;
     /* M-RoPE: rope_parameters (or, in older exports, rope_scaling) has
      * mrope_section [T, H, W] and mrope_interleaved (Qwen3-VL and Qwen3.5

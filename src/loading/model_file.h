@@ -44,6 +44,16 @@ typedef struct {
      * axis has slots left of its section count [T, H, W]; {0}: plain 1-D RoPE */
     int mrope_sections[3];
     int mrope_interleaved;
+    /* YaRN context extension (HF rope_type "yarn", GGUF rope.scaling.type
+     * "yarn"); yarn_factor 0: none. Pair i's frequency blends theta^(-2i/d)
+     * (kept, fast pairs) and that / factor (interpolated, slow pairs) along a
+     * ramp between the pairs that turn beta_fast and beta_slow times over
+     * yarn_orig_ctx positions; cos and sin are scaled by yarn_mscale. */
+    float yarn_factor;
+    int yarn_orig_ctx;             /* original_max_position_embeddings */
+    float yarn_beta_fast, yarn_beta_slow;
+    float yarn_mscale;             /* attention factor (default 0.1 ln factor + 1) */
+    int yarn_truncate;             /* 1: the ramp's ends rounded outward to whole pairs */
     /* dense SwiGLU FFN */
     int n_ff;
     /* mixture of experts (every layer of qwen35moe) */
@@ -150,6 +160,12 @@ void ds_model_for_each_spec(const ds_model_config *cfg, void (*fn)(const ds_tens
  * layer kinds); names the first field that is wrong, as the file's format
  * (a ds_format) calls it, or by its name here for -1 (a config made in memory). */
 ds_status ds_model_config_check(const ds_model_config *cfg, const char *path, int format, ds_err *e);
+/* YaRN's get_mscale: 0.1 * mscale * ln(scale) + 1 for scale > 1, else 1. */
+double ds_yarn_get_mscale(double scale, double mscale);
+/* The longest context the config supports: context_length (HF
+ * max_position_embeddings), or with YaRN the original context times the
+ * factor, as vLLM derives its max_model_len; at most 1 << 30. */
+int ds_model_context_limit(const ds_model_config *cfg);
 
 /* Derived sizes (exact, in bytes, for the runtime's own cache formats: KV in
  * F16/BF16, conv state in F32... see model_info.c for the definitions). */

@@ -1,6 +1,7 @@
 /* model_spec.c - what tensors a Qwen3 / Qwen3.5 / Qwen3.5-MoE model has, with
  * which shapes, derived from its config alone (docs/model.md §2). The
  * loaders validate files against this list and make-model writes it. */
+#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
@@ -170,6 +171,12 @@ ds_status ds_model_config_check(const ds_model_config *c, const char *path, int 
         return ds_fail(e, DS_ECORRUPT, "%s: rms_norm_eps %g is out of range", path, (double)c->rms_eps);
     if (!(c->rope_theta > 0))
         return ds_fail(e, DS_ECORRUPT, "%s: rope theta %g is not positive", path, (double)c->rope_theta);
+    if (c->yarn_factor != 0 &&
+        !(c->yarn_factor > 0 && c->yarn_orig_ctx > 0 && c->yarn_beta_fast > 0 && c->yarn_beta_slow > 0 &&
+          c->yarn_mscale > 0 && isfinite(c->yarn_mscale)))
+        return ds_fail(e, DS_ECORRUPT, "%s: YaRN factor %g, original context %d, beta %g/%g, attention factor %g: "
+                       "each must be positive", path, (double)c->yarn_factor, c->yarn_orig_ctx,
+                       (double)c->yarn_beta_fast, (double)c->yarn_beta_slow, (double)c->yarn_mscale);
     if (c->n_mtp < 0 || c->n_mtp > 1)
         return ds_fail(e, DS_EUNSUPPORTED, "%s: %d MTP layers (0 or 1 supported)", path, c->n_mtp);
     int any_gdn = 0;
@@ -198,4 +205,13 @@ ds_status ds_model_config_check(const ds_model_config *c, const char *path, int 
         REQUIRE_POS(n_ff);
     }
     return DS_OK;
+}
+
+double ds_yarn_get_mscale(double scale, double mscale) {
+    return scale <= 1 ? 1.0 : 0.1 * mscale * log(scale) + 1.0;
+}
+
+int ds_model_context_limit(const ds_model_config *c) {
+    double n = c->yarn_factor > 0 ? (double)c->yarn_orig_ctx * c->yarn_factor : (double)c->n_ctx_train;
+    return n >= (double)(1 << 30) ? 1 << 30 : (int)n;
 }

@@ -28,6 +28,6 @@ void ds_attention(ds_model *m, const ds_layer *L, int kv_layer, ds_kv_pool *kv, 
     ds_kv_view view = {.k = ds_kv_k(kv, 0, kv_layer, 0), .v = ds_kv_v(kv, 0, kv_layer, 0),
                        .page_stride = kv->page_floats, .page_size = kv->page_size, .n_kv_heads = nkv, .head_dim = hd};
     m->be->ops->attention(m->be, w->att, w->q, w->k, w->v, n, w->att_rows, &view, nh, gated, L->q_norm, L->k_norm,
-                          c->rms_eps, c->rope_dim, c->rope_theta);
+                          c->rms_eps, &m->rope);
     ds_be_matmul1(m->be, y, H, L->wo, w->att, (int64_t)nh * hd, n);
 }

@@ -6,6 +6,7 @@
 
 #include "loading/vision_file.h"
 #include "model/model_int.h"
+#include "model/rope_freqs.h"
 
 static const ds_tensor *tensor(const ds_model_file *f, int layer, const char *suffix) {
     char name[64];
@@ -278,6 +279,12 @@ ds_status ds_model_new(const ds_model_file *file, const ds_model_params *params,
         m->enorm = vec_of(m, tensor(file, c->n_layer, "nextn.enorm.weight"));
         m->hnorm = vec_of(m, tensor(file, c->n_layer, "nextn.hnorm.weight"));
         m->head_norm = vec_of(m, tensor(file, c->n_layer, "nextn.shared_head_norm.weight"));
+    }
+    double *inv_freq = buf(m, (size_t)(c->rope_dim / 2) * sizeof(double), &s, e);
+    if (!s) {
+        ds_rope_freqs(c, inv_freq, &m->rope.mscale);
+        m->rope.dim = c->rope_dim;
+        m->rope.inv_freq = inv_freq;
     }
     if (!s && c->mrope_sections[0] + c->mrope_sections[1] + c->mrope_sections[2] > 0) {
         /* which position turns each rotated pair: interleaved as Hugging Face's

@@ -90,6 +90,7 @@ struct ds_model {
     int conv_dim, key_dim, value_dim;
     int max_positions;          /* longest sequence attention may span */
     uint8_t *rope_axis;         /* M-RoPE: [rope_dim / 2] axis of each rotated pair; NULL: 1-D RoPE */
+    ds_rope_freqs_view rope;    /* each pair's frequency (plain or YaRN) and the cos/sin factor */
     int ub;                     /* tokens per slice: min(max_batch_tokens, DS_UBATCH) */
     ds_bweight **owned;         /* every uploaded weight, freed with the model */
     int n_owned, cap_owned;

@@ -259,6 +259,17 @@ static ds_status setup(maker *mk, ds_err *e) {
     if (o->n_layers < 0 || o->n_layers >= DS_MAX_LAYERS)
         return ds_fail(e, DS_EINVAL, "--layers %d is out of range (1..%d)", o->n_layers, DS_MAX_LAYERS - 1);
     ds_model_shape_config(shape, o->n_layers, &mk->cfg);
+    if (!(o->yarn_factor >= 0 && o->yarn_factor <= 1e6f))
+        return ds_fail(e, DS_EINVAL, "--yarn %g is out of range (0..1e6)", (double)o->yarn_factor);
+    if (o->yarn_factor > 0) { /* Hugging Face's defaults, written out as a converted file has them */
+        ds_model_config *yc = &mk->cfg;
+        yc->yarn_factor = o->yarn_factor;
+        yc->yarn_orig_ctx = yc->n_ctx_train;
+        yc->yarn_beta_fast = 32.0f;
+        yc->yarn_beta_slow = 1.0f;
+        yc->yarn_truncate = 1;
+        yc->yarn_mscale = (float)ds_yarn_get_mscale(yc->yarn_factor, 1.0);
+    }
     if (o->no_mtp) mk->cfg.n_mtp = 0;
     ds_status s = o->tokenizer_json ? ds_vocab_read_tokenizer_json(&mk->vocab, o->tokenizer_json, e)
                                     : ds_vocab_generate(&mk->vocab, shape->n_vocab_regular, e);
@@ -331,6 +342,11 @@ static void write_gguf_metadata(maker *mk, ds_gguf_writer *w, int part) {
     ds_gguf_writer_u32(w, KEY("attention.value_length"), (uint32_t)c->head_dim);
     ds_gguf_writer_f32(w, KEY("attention.layer_norm_rms_epsilon"), c->rms_eps);
     ds_gguf_writer_f32(w, KEY("rope.freq_base"), c->rope_theta);
+    if (c->yarn_factor > 0) { /* as llama.cpp's converter writes a "yarn" rope_scaling */
+        ds_gguf_writer_str(w, KEY("rope.scaling.type"), "yarn");
+        ds_gguf_writer_f32(w, KEY("rope.scaling.factor"), c->yarn_factor);
+        ds_gguf_writer_u32(w, KEY("rope.scaling.original_context_length"), (uint32_t)c->yarn_orig_ctx);
+    }
     if (c->arch != DS_ARCH_QWEN3) {
         ds_gguf_writer_u32(w, KEY("rope.dimension_count"), (uint32_t)c->rope_dim);
         /* M-RoPE sections (T, H, W) in frequency slots, rotated interleaved (pair i % 3: T, H, W):
@@ -712,6 +728,12 @@ static ds_status write_hf_config(maker *mk, ds_err *e) {
     }
     if (c->arch == DS_ARCH_QWEN3) {
         set(t, "rope_theta", number(c->rope_theta), &bad);
+        if (c->yarn_factor > 0) {
+            json_t *sc = set(t, "rope_scaling", json_object(), &bad);
+            set(sc, "rope_type", json_string("yarn"), &bad);
+            set(sc, "factor", json_real(c->yarn_factor), &bad);
+            set(sc, "original_max_position_embeddings", number(c->yarn_orig_ctx), &bad);
+        }
     } else {
         json_t *types = set(t, "layer_types", json_array(), &bad);
         for (int i = 0; i < c->n_layer; i++)
@@ -727,7 +749,11 @@ static ds_status write_hf_config(maker *mk, ds_err *e) {
         set(t, "mtp_use_dedicated_embeddings", json_boolean(0), &bad);
         set(t, "mamba_ssm_dtype", json_string("float32"), &bad);
         json_t *rope = set(t, "rope_parameters", json_object(), &bad);
-        set(rope, "rope_type", json_string("default"), &bad);
+        set(rope, "rope_type", json_string(c->yarn_factor > 0 ? "yarn" : "default"), &bad);
+        if (c->yarn_factor > 0) {
+            set(rope, "factor", json_real(c->yarn_factor), &bad);
+            set(rope, "original_max_position_embeddings", number(c->yarn_orig_ctx), &bad);
+        }
         set(rope, "rope_theta", number(c->rope_theta), &bad);
         set(rope, "partial_rotary_factor", number((double)c->rope_dim / c->head_dim), &bad);
         int half = c->rope_dim / 2; /* as the GGUF's rope.dimension_sections */

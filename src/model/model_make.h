@@ -25,6 +25,7 @@ typedef struct {
     const char *tokenizer_json; /* NULL: generate a byte-level BPE vocabulary */
     const char *out;            /* file (GGUF) or directory (safetensors) */
     int no_mtp;
+    float yarn_factor;          /* > 0: YaRN with this factor over the shape's context (0: none) */
     int hf_flat;                /* HF: text-only ForCausalLM layout ("model." prefix, no text_config) */
     int split_experts;          /* HF: experts as mlp.experts.<e>.<proj>.weight */
     size_t shard_bytes;         /* HF: split into shards of about this size (0: one file) */

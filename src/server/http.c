@@ -584,7 +584,17 @@ static int load(ds_server *s) {
     const ds_model_config *mc = ds_model_cfg(s->model);
     ds_engine_stats es;
     ds_engine_stats_get(s->eng, &es);
-    s->ctx = mc->n_ctx_train;
+    /* the model's context: past it positions were never trained (or, with
+     * YaRN, never scaled for); a longer --max-model-len needs the override */
+    int limit = ds_model_context_limit(mc);
+    if (c->ctx > limit && !c->engine.allow_long_context) {
+        fprintf(stderr,
+                "deltaserve serve: --max-model-len %d exceeds the model's context of %d tokens (%s); "
+                "--allow-long-context (or VLLM_ALLOW_LONG_MAX_MODEL_LEN=1) uses it anyway\n",
+                c->ctx, limit, mc->yarn_factor > 0 ? "its original context times the YaRN factor" : "context_length");
+        return -1;
+    }
+    s->ctx = c->ctx > limit ? c->ctx : limit;
     int kv_tokens = es.kv_pages_total * c->engine.page_size;
     if (kv_tokens > 0 && kv_tokens < s->ctx) s->ctx = kv_tokens;
     if (c->ctx > 0 && c->ctx < s->ctx) s->ctx = c->ctx;

@@ -39,7 +39,7 @@ typedef struct {
     const char *allowed_headers;
     ds_engine_params engine;
     int n_threads;                /* compute threads (0: one per core) */
-    int ctx;                      /* 0: the model's trained context */
+    int ctx;                      /* 0: the model's context (ds_model_context_limit) */
     size_t max_body_bytes;        /* larger bodies get 413 */
     int max_connections;          /* open connections (one thread each); past it the longest idle one is closed */
     int idle_timeout_s;           /* a connection with nothing coming in this long is closed */

@@ -100,5 +100,33 @@ expect_start_error "KV budget too small" 1 "--kv-mb 0.001" "does not hold one pa
 expect_start_error "unknown fault phase" 2 "--fault-phase" "sometimes" -- -m "$model" --port 0 --fault-phase sometimes
 expect_start_error "budget not a number" 2 "--kv-mb" -- -m "$model" --port 0 --kv-mb lots
 
+# --- the model's context: context_length (tiny: 4096), times the YaRN factor when the config asks ---
+expect_start_error "max model len past the context" 1 "--max-model-len 5000" "4096" "--allow-long-context" -- \
+    -m "$model" --port 0 --max-model-len 5000
+yarn="$T/tiny-yarn2.gguf"
+"$DS_BIN" make-model --shape tiny --yarn 2 --out "$yarn" >/dev/null 2>&1
+expect_start_error "max model len past the YaRN context" 1 "--max-model-len 9000" "8192" "YaRN" -- \
+    -m "$yarn" --port 0 --max-model-len 9000
+. "$(dirname "$0")/server_ready.sh"
+# max_model_len_of NAME WANT ARGS...: starts serve ARGS, /v1/models must say max_model_len WANT
+max_model_len_of() {
+    local name=$1 want=$2
+    shift 2
+    "$DS_BIN" serve --threads 2 --port 0 --kv-mb 64 "$@" >"$T/ml.out" 2>"$T/ml.err" &
+    local pid=$!
+    if ! wait_ready "$T/ml.err" "$pid" 600; then
+        fail "$name" "did not start" "stderr: $(head -c 800 "$T/ml.err")"
+    else
+        local got
+        got=$("$PY" -c 'import json, sys, urllib.request
+print(json.load(urllib.request.urlopen(f"http://127.0.0.1:{sys.argv[1]}/v1/models"))["data"][0]["max_model_len"])' "$port")
+        if [ "$got" = "$want" ]; then ok "$name: max_model_len $got"; else fail "$name" "max_model_len $got, expected $want"; fi
+    fi
+    kill "$pid" 2>/dev/null; wait "$pid" 2>/dev/null
+}
+max_model_len_of "YaRN doubles the context" 8192 -m "$yarn"
+max_model_len_of "--allow-long-context" 9000 -m "$yarn" --max-model-len 9000 --allow-long-context
+VLLM_ALLOW_LONG_MAX_MODEL_LEN=1 max_model_len_of "VLLM_ALLOW_LONG_MAX_MODEL_LEN=1" 5000 -m "$model" --max-model-len 5000
+
 echo "RESULT passed=$passed failed=$failed"
 [ "$failed" -eq 0 ]

@@ -29,6 +29,7 @@ ssm_a = -exp(A_log), the conv weight is [channels, kernel], MoE experts are
 """
 
 import json
+import math
 import os
 import struct
 
@@ -376,7 +377,7 @@ def read_hf_dir(path):
 CONFIG_FIELDS = ["arch", "n_layer", "n_embd", "n_vocab", "n_ctx_train", "rms_eps", "n_head", "n_head_kv",
                  "head_dim", "rope_dim", "rope_theta", "n_ff", "n_expert", "n_expert_used", "n_ff_exp",
                  "n_ff_shexp", "lin_k_heads", "lin_v_heads", "lin_k_dim", "lin_v_dim", "conv_kernel",
-                 "layer_full", "n_mtp", "tied_embeddings", "mrope_sections", "mrope_interleaved"]
+                 "layer_full", "n_mtp", "tied_embeddings", "mrope_sections", "mrope_interleaved", "yarn"]
 
 
 def _empty_config():
@@ -384,7 +385,24 @@ def _empty_config():
     c["layer_full"] = []
     c["mrope_sections"] = [0, 0, 0]  # [T, H, W] rotated pairs per axis; zeros: 1-D RoPE
     c["mrope_interleaved"] = False
+    c["yarn"] = None  # or {factor, original_max_position_embeddings, beta_fast, beta_slow, attention_factor, truncate}
     return c
+
+
+def _yarn_mscale(scale, mscale=1.0):
+    return 1.0 if scale <= 1 else 0.1 * mscale * math.log(scale) + 1.0
+
+
+def yarn_from_hf(rope, max_pos):
+    """Hugging Face's YaRN fields with its defaults (_compute_yarn_parameters)."""
+    f = float(rope["factor"])
+    att = rope.get("attention_factor")
+    if att is None:
+        ms, ms_all = rope.get("mscale"), rope.get("mscale_all_dim")
+        att = _yarn_mscale(f, ms) / _yarn_mscale(f, ms_all) if ms and ms_all else _yarn_mscale(f)
+    return {"factor": f, "original_max_position_embeddings": rope.get("original_max_position_embeddings") or max_pos,
+            "beta_fast": rope.get("beta_fast") or 32, "beta_slow": rope.get("beta_slow") or 1,
+            "attention_factor": float(att), "truncate": rope.get("truncate", True)}
 
 
 def config_from_gguf(g):
@@ -406,6 +424,13 @@ def config_from_gguf(g):
     if a != "qwen3" and f"{a}.rope.dimension_sections" in kv:  # llama.cpp rotates qwen35's interleaved
         c["mrope_sections"] = [int(x) for x in kv[f"{a}.rope.dimension_sections"][:3]]
         c["mrope_interleaved"] = True
+    if kv.get(f"{a}.rope.scaling.type") == "yarn":  # llama.cpp's converter's keys for a "yarn" rope_scaling
+        sk = f"{a}.rope.scaling."
+        y = {"factor": kv[sk + "factor"], "original_max_position_embeddings": kv.get(sk + "original_context_length"),
+             "beta_fast": kv.get(sk + "yarn_beta_fast"), "beta_slow": kv.get(sk + "yarn_beta_slow"),
+             "attention_factor": kv.get(sk + "yarn_attn_factor")}
+        c["yarn"] = yarn_from_hf({k: v for k, v in y.items() if v is not None}, c["n_ctx_train"])
+        c["yarn"]["attention_factor"] *= kv.get(sk + "attn_factor", 1.0)
     c["n_ff"] = kv.get(f"{a}.feed_forward_length", 0)
     if a == "qwen35moe":
         c["n_expert"] = kv[f"{a}.expert_count"]
@@ -455,6 +480,9 @@ def config_from_hf(cfg):
     c["rope_theta"] = float(np.float32(theta))
     c["rope_dim"] = int(round(c["head_dim"] * factor))
     mrope = rope if "mrope_section" in rope else (t.get("rope_scaling") or {})
+    scaling = rope if rope.get("rope_type", rope.get("type")) else (t.get("rope_scaling") or {})
+    if scaling.get("rope_type", scaling.get("type")) == "yarn":
+        c["yarn"] = yarn_from_hf(scaling, c["n_ctx_train"])
     if arch != "qwen3" and mrope.get("mrope_section"):
         c["mrope_sections"] = [int(x) for x in mrope["mrope_section"]]
         c["mrope_interleaved"] = bool(mrope.get("mrope_interleaved", True))

@@ -9,6 +9,8 @@ file format. It runs one sequence token by token with the plain recurrence: no
 chunking, no paging, nothing shared with the C code but docs/model.md.
 """
 
+import math
+
 import numpy as np
 
 
@@ -30,14 +32,37 @@ def softplus(x):
     return np.where(x > 20.0, x, np.log1p(np.exp(np.minimum(x, 20.0))))
 
 
-def rope_angles(pos, rope_dim, theta, sections=None, interleaved=True):
+def rope_inv_freq(rope_dim, theta, yarn=None):
+    """Each rotated pair's frequency and the factor on cos and sin: theta^(-2i/d), or YaRN as Hugging
+    Face's _compute_yarn_parameters: kept frequencies blended with frequencies / factor along a
+    linear ramp between the pairs that turn beta_fast and beta_slow times over the original context."""
+    half = rope_dim // 2
+    inv = theta ** (-2.0 * np.arange(half) / rope_dim)
+    if not yarn:
+        return inv, 1.0
+    L = yarn["original_max_position_embeddings"]
+
+    def corr_dim(rot):
+        return rope_dim * math.log(L / (rot * 2 * math.pi)) / (2 * math.log(theta))
+    low, high = corr_dim(yarn["beta_fast"]), corr_dim(yarn["beta_slow"])
+    if yarn.get("truncate", True):
+        low, high = math.floor(low), math.ceil(high)
+    low, high = max(low, 0), min(high, rope_dim - 1)
+    if low == high:
+        high += 0.001
+    ramp = np.clip((np.arange(half) - low) / (high - low), 0, 1)
+    extrapolation = 1 - ramp
+    interp = inv / yarn["factor"]
+    return interp * (1 - extrapolation) + inv * extrapolation, yarn["attention_factor"]
+
+
+def rope_angles(pos, rope_dim, theta, sections=None, interleaved=True, yarn=None):
     """The angle of each rotated pair. pos: a position (1-D RoPE), or (t, h, w) for M-RoPE as
     Hugging Face's Qwen3-VL / Qwen3.5 rotary embedding computes it: one angle table per axis,
     then, interleaved (apply_interleaved_mrope), the T table with H at pairs 1, 4, 7, ... below
     3 * sections[1] and W at pairs 2, 5, 8, ... below 3 * sections[2]; else (Qwen2-VL) the
     contiguous sections T, H, W of the pairs."""
-    half = rope_dim // 2
-    inv = theta ** (-2.0 * np.arange(half) / rope_dim)
+    inv, _ = rope_inv_freq(rope_dim, theta, yarn)
     if np.ndim(pos) == 0:
         return pos * inv
     per_axis = [p * inv for p in pos]
@@ -79,11 +104,13 @@ def get_rope_index(input_ids, image_grid_thw, image_token_id, vision_start_token
     return pos, int(pos.max() + 1 - len(ids))
 
 
-def rope(x, pos, rope_dim, theta, sections=None, interleaved=True):
-    """NeoX rotate-half on the first rope_dim dims of each head (x: [heads, hd]); pos as in rope_angles."""
+def rope(x, pos, rope_dim, theta, sections=None, interleaved=True, yarn=None):
+    """NeoX rotate-half on the first rope_dim dims of each head (x: [heads, hd]); pos as in rope_angles;
+    YaRN scales cos and sin by its attention factor."""
     half = rope_dim // 2
-    ang = rope_angles(pos, rope_dim, theta, sections, interleaved)
-    c, s = np.cos(ang), np.sin(ang)
+    ang = rope_angles(pos, rope_dim, theta, sections, interleaved, yarn)
+    mscale = rope_inv_freq(rope_dim, theta, yarn)[1]
+    c, s = mscale * np.cos(ang), mscale * np.sin(ang)
     out = x.copy()
     a, b = x[:, :half], x[:, half:rope_dim]
     out[:, :half] = a * c - b * s
@@ -120,8 +147,8 @@ class Reference:
         q = rms_norm(q, self.w(L, "attn_q_norm.weight"), c["rms_eps"])
         k = rms_norm(k, self.w(L, "attn_k_norm.weight"), c["rms_eps"])
         sec, inter = c.get("mrope_sections"), c.get("mrope_interleaved", True)
-        q = rope(q, pos, c["rope_dim"], c["rope_theta"], sec, inter)
-        k = rope(k, pos, c["rope_dim"], c["rope_theta"], sec, inter)
+        q = rope(q, pos, c["rope_dim"], c["rope_theta"], sec, inter, c.get("yarn"))
+        k = rope(k, pos, c["rope_dim"], c["rope_theta"], sec, inter, c.get("yarn"))
         cache[0].append(k)
         cache[1].append(v)
         K = np.stack(cache[0])      # [T, nkv, hd]

@@ -42,6 +42,9 @@ CASES = [  # shape, format, dtype (a llama-quantize file type: its mix of tensor
     ("tiny", "gguf", "IQ3_XXS"), ("tiny", "gguf", "IQ3_S"), ("tiny", "gguf", "IQ2_XXS"), ("tiny", "gguf", "IQ2_XS"),
     ("tiny", "gguf", "IQ2_S"), ("tiny", "gguf", "IQ1_S"), ("tiny", "gguf", "IQ1_M"), ("tiny", "gguf", "TQ1_0"),
     ("tiny", "gguf", "TQ2_0"), ("tiny-moe", "gguf", "MXFP4_MOE"),
+    # YaRN (factor 4 over the shape's 4096 positions): its frequencies and attention factor, from
+    # llama.cpp's rope.scaling.* keys and from rope_parameters; the plain-RoPE reference must miss
+    ("tiny", "gguf", "f32", "--yarn", "4"), ("tiny", "safetensors", "f32", "--yarn", "4"),
 ]
 N_TOKENS = 200
 
@@ -104,10 +107,10 @@ def prompt(vocab):
     return [int(t) for t in rng.integers(0, min(vocab, 1000), N_TOKENS)]
 
 
-def check(shape, fmt, dtype, tmp):
-    path = os.path.join(tmp, f"{shape}-{dtype}" + (".gguf" if fmt == "gguf" else "-hf"))
+def check(shape, fmt, dtype, tmp, *extra):
+    path = os.path.join(tmp, f"{shape}-{dtype}" + "".join(extra) + (".gguf" if fmt == "gguf" else "-hf"))
     run([BIN, "make-model", "--shape", shape, "--dtype", dtype, "--format", fmt, "--scale", "3", "--seed", "4",
-         "--out", path])
+         "--out", path, *extra])
     m = model_files.open_model(path)
     cfg = dict(m.config)
     cfg["attn_output_gate"] = cfg["arch"] != "qwen3"
@@ -138,6 +141,11 @@ def check(shape, fmt, dtype, tmp):
           f"{deviation(c_logits, r_logits, 'f32'):.2e}), " \
           f"mean logit spread {spread:.1f}, same argmax at {100 * argmax_same:.1f}% of positions"
     ok = rel <= tol and spread > 8
+    if cfg.get("yarn"):  # the test would pass without YaRN applied only if YaRN changed nothing here
+        plain = qwen35_ref.Reference(dict(cfg, yarn=None), m.tensors).run(toks)[0]
+        rel_plain = deviation(c_logits, plain, dtype)
+        msg += f"; against plain RoPE {rel_plain:.2e}"
+        ok = ok and rel_plain > 10 * tol
     if cfg["n_mtp"]:
         c_mtp = np.fromfile(mtp, dtype="<f4").reshape(N_TOKENS - 1, V)
         r_mtp = np.array([ref.mtp(toks[t + 1], r_hidden[t], t)[0] for t in range(N_TOKENS - 1)])
@@ -150,11 +158,13 @@ def check(shape, fmt, dtype, tmp):
 def main():
     passed = failed = 0
     with tempfile.TemporaryDirectory(dir=os.environ.get("DS_TMP")) as tmp:
-        for shape, fmt, dtype in CASES:
+        for shape, fmt, dtype, *extra in CASES:
+            if os.environ.get("DS_PARITY_ONLY") and os.environ["DS_PARITY_ONLY"] not in " ".join([shape, fmt, dtype, *extra]):
+                continue
             try:
-                ok, msg = check(shape, fmt, dtype, tmp)
+                ok, msg = check(shape, fmt, dtype, tmp, *extra)
             except Exception as exc:  # one broken case must not hide the others
-                ok, msg = False, f"{shape} {fmt} {dtype}: {type(exc).__name__}: {exc}"
+                ok, msg = False, f"{shape} {fmt} {dtype} {' '.join(extra)}: {type(exc).__name__}: {exc}"
             print(("ok " if ok else "FAIL ") + msg, flush=True)
             passed += ok
             failed += not ok

@@ -912,11 +912,7 @@ int ds_engine_step(ds_engine *g) {
         ds_image_batch(g, &b, any_image, g->rope, g->embd);
         ds_err e = {0};
         ds_state_pool empty = {0};
-        double t0 = ds_engine_now();
         ds_status s = ds_model_forward(g->model, &g->kv, g->hybrid ? &g->st : &empty, &b, &e);
-        double dt = ds_engine_now() - t0;
-        g->step_parts_s += dt;
-        if (!s) ds_cost_curve_add(&g->cost_forward, n_rows, dt, g->step_no);
         if (s != DS_OK) {
             /* a failed call leaves no result for anyone in it: each gets the error */
             for (int k = 0; k < n_seqs; k++) finish(g, g->seq_req[k], DS_FINISH_ERROR, e.msg);
@@ -954,10 +950,10 @@ int ds_engine_step(ds_engine *g) {
                 if (!done) g->seq_req[n_live++] = r; /* finished requests are freed: keep only the live */
             }
             if (g->spec_max) ds_spec_draft(g, g->seq_req, n_live);
-            /* the rest of a step's time (bookkeeping, events), which drafting does not change */
-            double other = ds_engine_now() - step_t0 - g->step_parts_s;
-            if (other < 0) other = 0;
-            g->cost_other = g->cost_other > 0 ? 0.8 * g->cost_other + 0.2 * other : other;
+            /* what a step of n_rows rows costs all in (the forward, a verify's state commits, events,
+             * bookkeeping) but for the MTP calls and the sampler's choices, which the plan prices apart */
+            double rest = ds_engine_now() - step_t0 - g->step_parts_s;
+            ds_cost_curve_add(&g->cost_forward, n_rows, rest > 0 ? rest : 0, g->step_no);
         }
     }
     pthread_mutex_lock(&g->mu);

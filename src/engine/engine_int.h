@@ -119,11 +119,10 @@ struct ds_engine {
     /* speculative decoding */
     int spec_max;               /* k; 0: off */
     double draft_cost;          /* one draft step / one decode step (ds_model_draft_cost; REQUEST policy) */
-    /* what a step's parts cost, measured (BATCH policy, spec_policy.h): the main forward, the MTP
-     * catch-up call and further draft calls by rows, and the rest of a step */
+    /* what a step's parts cost, measured (BATCH policy, spec_policy.h), by rows: a step all in but for
+     * its MTP calls and sampler choices, the MTP catch-up call, a further draft call */
     ds_cost_curve cost_forward, cost_catchup, cost_draft;
-    double cost_other;          /* seconds of a step outside forwards, MTP calls and choices (recent) */
-    double step_parts_s;        /* this step's seconds in forwards, MTP calls and choices so far */
+    double step_parts_s;        /* this step's seconds in MTP calls and sampler choices so far */
     double *memo;               /* [3][step_tokens + 1] the curves' estimates during one plan */
     int64_t *memo_at;           /* [3][step_tokens + 1] the plan that filled each */
     int64_t n_plans;

@@ -20,7 +20,7 @@
 
 /* The step's costs in seconds, by rows (ds_cost_curve_at or fixed ones). */
 typedef struct {
-    double (*forward)(void *user, int rows); /* the main model's forward */
+    double (*forward)(void *user, int rows); /* a step of the main model (all in but the two below and choices) */
     double (*catchup)(void *user, int rows); /* the MTP call that feeds the kept positions and drafts the first */
     double (*draft)(void *user, int rows);   /* one further MTP call, one row per sequence */
     void *user;
@@ -37,7 +37,7 @@ typedef struct {
 typedef struct {
     int base_rows;          /* rows of the next forward without drafts (decodes + expected prefill) */
     int base_catchup_rows;  /* catch-up rows fed anyway (prompts being prefilled; 0: no call unless drafting) */
-    double base_s;          /* seconds of the step that do not depend on drafts (bookkeeping, plain choices) */
+    double base_s;          /* seconds of the step that do not depend on drafts (the plain choices) */
     double base_tokens;     /* tokens the step yields without drafts (one per decoding sequence) */
     int max_drafts;         /* most drafts in all (step budget, verify slots) */
 } ds_spec_step;

@@ -206,7 +206,7 @@ static void adapt(ds_engine *g, req *r, int drafted, int accepted) {
         ds_spec_costs_fn fn = {cost_forward, cost_catchup, cost_draft, g};
         ds_spec_cand alone = {.p = acceptance(r), .choice_s = choice_cost(g, r), .catchup_rows = 1,
                               .k_max = g->spec_max};
-        ds_spec_step st = {.base_rows = 1, .base_s = g->cost_other + alone.choice_s, .base_tokens = 1,
+        ds_spec_step st = {.base_rows = 1, .base_s = alone.choice_s, .base_tokens = 1,
                            .max_drafts = g->spec_max};
         g->n_plans++;
         ds_spec_policy_plan(&fn, &st, &alone, 1);
@@ -345,7 +345,7 @@ static void plan_step(ds_engine *g, req **reqs, int n) {
     if (!batch || n_cand == 0) return;
     /* the next step without drafts: every decode, and prefill chunks as far as the budget goes */
     int decodes = 0, prefill = 0;
-    double base_s = g->cost_other;
+    double base_s = 0;
     for (int i = 0; i < g->n_running; i++) {
         req *r = g->running[i];
         int left = r->n_tokens - r->n_computed;

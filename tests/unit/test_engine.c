@@ -515,6 +515,9 @@ static void run_filtered(ds_model *m, int spec_tokens, int sampling, results *re
     ds_engine_params ep;
     ds_engine_defaults(&ep);
     ep.spec_tokens = spec_tokens;
+    /* a cap of 4: no drafts while the 16 are forced (a filter shown drafts is called more than once per
+     * token), drafts once few are left */
+    ep.spec_max_batch = 4;
     ds_engine *eng;
     ds_err e = {0};
     if (ds_engine_new(m, &ep, &eng, &e)) { printf("engine: %s\n", e.msg); return; }

@@ -57,7 +57,7 @@ static void fill(int32_t *t, int n, uint32_t seed, int vocab) {
 /* Runs n requests through eng (all submitted at once); returns the wall time. temp 0: greedy;
  * otherwise request i samples at temp with seed seed + i. */
 static double run_requests_sampled(ds_engine *eng, int32_t **prompts, const int *lens, int n, int n_gen, req_clock *clk,
-                                   float temp, uint64_t seed) {
+                                   float temp, int mix, uint64_t seed) {
     double t0 = ds_now();
     ds_err e = {0};
     for (int i = 0; i < n; i++) {
@@ -66,7 +66,7 @@ static double run_requests_sampled(ds_engine *eng, int32_t **prompts, const int 
         ds_request_params rp = {.prompt = prompts[i], .n_prompt = lens[i], .max_tokens = n_gen, .ignore_eos = 1,
                                 .on_event = on_event, .user = &clk[i]};
         ds_sampling_defaults(&rp.sampling);
-        rp.sampling.temperature = temp;
+        rp.sampling.temperature = mix && i % 2 == 0 ? 0.0f : temp;
         rp.sampling.seed = seed + (uint64_t)i;
         if (!ds_engine_submit(eng, &rp, &e)) fprintf(stderr, "deltaserve bench: %s\n", e.msg);
     }
@@ -75,7 +75,7 @@ static double run_requests_sampled(ds_engine *eng, int32_t **prompts, const int 
 }
 
 static double run_requests(ds_engine *eng, int32_t **prompts, const int *lens, int n, int n_gen, req_clock *clk) {
-    return run_requests_sampled(eng, prompts, lens, n, n_gen, clk, 0.0f, 0);
+    return run_requests_sampled(eng, prompts, lens, n, n_gen, clk, 0.0f, 0, 0);
 }
 
 int ds_bench_shared_prefix(const char *path, int n_threads, int prefix_len, int json) {
@@ -280,13 +280,15 @@ static double time_calls(ds_model *m, ds_kv_pool *kv, ds_state_pool *st, int pos
 /* Decode tokens/s of n (at most 64) sequences (different 32-token prompts, greedy or sampled at
  * temp) decoding at once through an engine, timed from their first token to the end; *st gets the
  * engine's counters. */
-static int decode_rate(ds_model *m, int spec_tokens, size_t spec_state_bytes, int spec_max_batch, int n, int n_gen,
-                       float temp, uint64_t seed, double *tok_s, ds_engine_stats *st) {
+static int decode_rate(ds_model *m, const ds_bench_spec_params *sp, int spec, int n, double *tok_s,
+                       ds_engine_stats *st) {
     ds_engine_params ep;
     ds_engine_defaults(&ep);
-    ep.spec_tokens = spec_tokens;
-    if (spec_state_bytes) ep.spec_state_bytes = spec_state_bytes;
-    if (spec_max_batch >= 0) ep.spec_max_batch = spec_max_batch;
+    ep.spec_tokens = spec ? sp->spec_tokens : 0;
+    ep.spec_policy = sp->spec_policy;
+    if (sp->spec_state_bytes) ep.spec_state_bytes = sp->spec_state_bytes;
+    if (sp->spec_max_batch >= 0) ep.spec_max_batch = sp->spec_max_batch;
+    int n_gen = sp->n_gen;
     ep.max_running = n;
     ds_engine *eng;
     ds_err e = {0};
@@ -308,7 +310,7 @@ static int decode_rate(ds_model *m, int spec_tokens, size_t spec_state_bytes, in
         lens[i] = 32;
         fill(prompts[i], 32, 3 + (uint32_t)i * 977, ds_model_cfg(m)->n_vocab);
     }
-    run_requests_sampled(eng, prompts, lens, n, n_gen, clk, temp, seed);
+    run_requests_sampled(eng, prompts, lens, n, n_gen, clk, sp->temp, sp->mix, sp->seed);
     /* the prompts are prefilled together, so every first token comes out of the same step */
     double end = ds_now(), start = clk[0].first;
     int tokens = 0;
@@ -323,8 +325,9 @@ static int decode_rate(ds_model *m, int spec_tokens, size_t spec_state_bytes, in
     return 0;
 }
 
-int ds_bench_spec(const char *path, int n_threads, int spec_tokens, size_t spec_state_bytes, int spec_max_batch,
-                  int batch, int n_gen, float temp, uint64_t seed, int json) {
+int ds_bench_spec(const char *path, int n_threads, const ds_bench_spec_params *sp, int json) {
+    int spec_tokens = sp->spec_tokens, batch = sp->batch;
+    float temp = sp->temp;
     bench_model bm = {0};
     if (open_model(path, n_threads, &bm)) return 1;
     const ds_model_config *c = ds_model_cfg(bm.model);
@@ -354,10 +357,8 @@ int ds_bench_spec(const char *path, int n_threads, int spec_tokens, size_t spec_
     double tok_s[2], batch_tok_s[2] = {0, 0};
     ds_engine_stats sst = {0}, bst = {0};
     for (int spec = 0; spec < 2; spec++) {
-        if (decode_rate(bm.model, spec ? spec_tokens : 0, spec_state_bytes, spec_max_batch, 1, n_gen, temp, seed,
-                        &tok_s[spec], &sst) ||
-            (batch > 1 && decode_rate(bm.model, spec ? spec_tokens : 0, spec_state_bytes, spec_max_batch, batch, n_gen,
-                                      temp, seed, &batch_tok_s[spec], &bst))) {
+        if (decode_rate(bm.model, sp, spec, 1, &tok_s[spec], &sst) ||
+            (batch > 1 && decode_rate(bm.model, sp, spec, batch, &batch_tok_s[spec], &bst))) {
             close_model(&bm);
             return 1;
         }
@@ -367,14 +368,20 @@ int ds_bench_spec(const char *path, int n_threads, int spec_tokens, size_t spec_
     double acc = sst.spec_drafted ? (double)sst.spec_accepted / (double)sst.spec_drafted : 0.0;
     double mean_len = sst.spec_verify_steps ? (double)sst.spec_accepted / (double)sst.spec_verify_steps : 0.0;
     double per_draft = sst.spec_compared ? (double)sst.spec_accepted / (double)sst.spec_compared : 0.0;
+    /* what the batch policy decided at `batch`: the share of planned steps with drafts, drafts per step */
+    double plan_drafting = bst.spec_plan_steps ? (double)bst.spec_plan_draft_steps / (double)bst.spec_plan_steps : 0.0;
+    double drafts_per_step = bst.steps ? (double)bst.spec_drafted / (double)bst.steps : 0.0;
+    const char *policy = sp->spec_policy == DS_SPEC_POLICY_REQUEST ? "request" : "batch";
     if (json) {
         printf("{\"spec_tokens\": %d, \"temperature\": %g, \"tg_tok_s\": %.2f, \"tg_tok_s_spec\": %.2f, \"speedup\": %.3f, "
                "\"verify_cost_ratio\": %.3f, \"acceptance\": %.3f, \"draft_acceptance\": %.3f, \"mean_accepted\": %.3f, "
                "\"drafted\": %lld, \"batch\": %d, \"batch_tok_s\": %.2f, \"batch_tok_s_spec\": %.2f, "
-               "\"batch_speedup\": %.3f, \"batch_verifying_per_step\": %.2f}\n",
+               "\"batch_speedup\": %.3f, \"batch_verifying_per_step\": %.2f, \"policy\": \"%s\", \"mix\": %s, "
+               "\"batch_plan_drafting\": %.3f, \"batch_drafts_per_step\": %.2f}\n",
                spec_tokens, temp, tok_s[0], tok_s[1], tok_s[1] / tok_s[0], t_ver / t_dec, acc, per_draft, mean_len,
                (long long)sst.spec_drafted, batch, batch_tok_s[0], batch_tok_s[1],
-               batch_tok_s[0] > 0 ? batch_tok_s[1] / batch_tok_s[0] : 0.0, verifying);
+               batch_tok_s[0] > 0 ? batch_tok_s[1] / batch_tok_s[0] : 0.0, verifying, policy,
+               sp->mix ? "true" : "false", plan_drafting, drafts_per_step);
     } else {
         printf("| %-32s | %12s |\n|----------------------------------|-------------:|\n", "", "");
         printf("| %-32s | %12.2f |\n", "decode tok/s, no speculation", tok_s[0]);
@@ -390,6 +397,9 @@ int ds_bench_spec(const char *path, int n_threads, int spec_tokens, size_t spec_
             printf("| %2d sequences: tok/s, %d drafts    | %12.2f |\n", batch, spec_tokens, batch_tok_s[1]);
             printf("| %-32s | %11.2fx |\n", "speed-up at that batch", batch_tok_s[0] > 0 ? batch_tok_s[1] / batch_tok_s[0] : 0.0);
             printf("| %-32s | %12.2f |\n", "sequences verifying per step", verifying);
+            printf("| %-32s | %12.2f |\n", "drafts per step", drafts_per_step);
+            if (sp->spec_policy != DS_SPEC_POLICY_REQUEST)
+                printf("| %-32s | %11.0f%% |\n", "planned steps with drafts", 100 * plan_drafting);
         }
     }
     close_model(&bm);

@@ -7,9 +7,7 @@
  *   --spec-tokens K: decode speed with MTP speculation (K drafts) and without,
  *     for one sequence and for `batch` at once (how many verify per step), and
  *     the cost of one verify pass of K+1 tokens relative to one decode step.
- *     spec_state_bytes: the verify records' budget (0: the engine's default);
- *     spec_max_batch: the engine's drafting limit (-1: its default); temp: 0
- *     decodes greedily, otherwise sequence i samples at temp with seed seed + i. */
+ *     With the batch policy it also says how often the plan drafted. */
 #ifndef DS_BENCH_ENGINE_H
 #define DS_BENCH_ENGINE_H
 
@@ -23,7 +21,16 @@ void ds_bench_load_options(const ds_load_options *lo);
 /* Returns the process exit code. */
 int ds_bench_shared_prefix(const char *path, int n_threads, int prefix_len, int json);
 int ds_bench_branch(const char *path, int n_threads, int prefix_len, int json);
-int ds_bench_spec(const char *path, int n_threads, int spec_tokens, size_t spec_state_bytes, int spec_max_batch,
-                  int batch, int n_gen, float temp, uint64_t seed, int json);
+typedef struct {
+    int spec_tokens;
+    size_t spec_state_bytes;    /* the verify records' budget (0: the engine's default) */
+    int spec_max_batch;         /* the engine's drafting cap (-1: its default) */
+    int spec_policy;            /* ds_spec_policy */
+    int batch, n_gen;
+    float temp;                 /* 0: greedy; else sequence i samples at temp with seed seed + i */
+    int mix;                    /* 1: only the odd sequences sample (at temp), the even ones are greedy */
+    uint64_t seed;
+} ds_bench_spec_params;
+int ds_bench_spec(const char *path, int n_threads, const ds_bench_spec_params *sp, int json);
 
 #endif

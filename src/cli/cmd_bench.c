@@ -25,6 +25,7 @@
 #include "cli/bench_kernel.h"
 #include "cli/bench_peak.h"
 #include "cli/bench_roofline.h"
+#include "engine/engine.h"
 #include "cli/bench_vision.h"
 #include "cli/cli_hub.h"
 #include "cli/cli_model.h"
@@ -58,12 +59,16 @@ static void usage(FILE *f) {
                "              through the engine, for checkpoint intervals 0 (prompt end only), 128, 256,\n"
                "              512, 1024: time to first token of requests branching off a cached prompt\n"
                "  --spec-tokens K [--spec-batch N] [--spec-state-mb X] [--spec-max-batch M] [--temp T] [--seed S]\n"
+               "              [--spec-policy batch|request] [--spec-mix]\n"
                "              decode with and without MTP speculation (K drafts), one sequence and N at\n"
                "              once (default 8, at most 64; 1: skip), and the cost of a verify pass of K+1\n"
                "              tokens against a decode step (verify_cost_ratio); X: the verify records'\n"
                "              budget in MiB (default: the engine's, 256); M: no drafts while more than M\n"
-               "              sequences run (default: the engine's, 4; 0: no limit); T: the sequences sample\n"
-               "              at temperature T (default 0: greedy), sequence i with seed S + i (default 0)\n"
+               "              sequences run (default 0: no cap); the policy: who drafts how many (default\n"
+               "              batch: planned per step from measured costs; request: each sequence by its own\n"
+               "              acceptance); T: the sequences sample at temperature T (default 0: greedy),\n"
+               "              sequence i with seed S + i (default 0); --spec-mix: only the odd sequences\n"
+               "              sample at T (> 0), the even ones decode greedily\n"
                "  --image WxH[,WxH...] [--mmproj FILE]\n"
                "              the vision tower alone: encoder time per image and patches/s for images of these\n"
                "              sizes in pixels (each side rounded to a multiple of 32; random pixels)\n"
@@ -279,13 +284,14 @@ int ds_cmd_bench(int argc, char **argv) {
     long p = 512, n = 128, threads = 0, reps = 3, depth = 0, spec = 0, prefix = 2048, spec_batch = 8, spec_max_batch = -1;
     double spec_mb = 0, temp = 0;
     uint64_t seed = 0;
-    int json = 0, lr;
+    int json = 0, lr, spec_policy = DS_SPEC_POLICY_BATCH, spec_mix = 0;
     ds_load_options lo = {0};
     static ds_cli_hub hub; /* its paths are used until the process ends */
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v;
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) { usage(stdout); return 0; }
         if (!strcmp(a, "--json")) { json = 1; continue; }
+        if (!strcmp(a, "--spec-mix")) { spec_mix = 1; continue; }
         int hf = ds_cli_hub_option(&hub, argc, argv, &i);
         if (hf) { if (hf < 0) return 2; continue; }
         if (ds_cli_load_flag(a, &lo)) continue;
@@ -305,6 +311,11 @@ int ds_cmd_bench(int argc, char **argv) {
         else if (!strcmp(a, "--spec-tokens")) { if (ds_arg_int(a, v, 1, 8, &spec)) return 2; }
         else if (!strcmp(a, "--spec-batch")) { if (ds_arg_int(a, v, 1, 64, &spec_batch)) return 2; }
         else if (!strcmp(a, "--spec-max-batch")) { if (ds_arg_int(a, v, 0, 1 << 16, &spec_max_batch)) return 2; }
+        else if (!strcmp(a, "--spec-policy")) {
+            if (!strcmp(v, "batch")) spec_policy = DS_SPEC_POLICY_BATCH;
+            else if (!strcmp(v, "request")) spec_policy = DS_SPEC_POLICY_REQUEST;
+            else { fprintf(stderr, "deltaserve bench: --spec-policy '%s' is not batch or request\n", v); return 2; }
+        }
         else if (!strcmp(a, "--spec-state-mb")) { if (ds_arg_float(a, v, 0.001, 1 << 22, &spec_mb)) return 2; }
         else if (!strcmp(a, "--temp")) { if (ds_arg_float(a, v, 0, 100, &temp)) return 2; }
         else if (!strcmp(a, "--seed")) { if (ds_arg_u64(a, v, &seed)) return 2; }
@@ -349,9 +360,17 @@ int ds_cmd_bench(int argc, char **argv) {
     }
     if (workload && !strcmp(workload, "branch")) return ds_bench_branch(path, (int)threads, (int)prefix, json);
     if (workload) return ds_bench_shared_prefix(path, (int)threads, (int)prefix, json);
-    if (spec)
-        return ds_bench_spec(path, (int)threads, (int)spec, (size_t)(spec_mb * (1 << 20)), (int)spec_max_batch,
-                             (int)spec_batch, (int)n, (float)temp, seed, json);
+    if (spec_mix && !(spec && temp > 0)) {
+        fprintf(stderr, "deltaserve bench: --spec-mix goes with --spec-tokens K and --temp T > 0 (the sampled half's)\n");
+        return 2;
+    }
+    if (spec) {
+        ds_bench_spec_params sp = {.spec_tokens = (int)spec, .spec_state_bytes = (size_t)(spec_mb * (1 << 20)),
+                                   .spec_max_batch = (int)spec_max_batch, .spec_policy = spec_policy,
+                                   .batch = (int)spec_batch, .n_gen = (int)n, .temp = (float)temp, .mix = spec_mix,
+                                   .seed = seed};
+        return ds_bench_spec(path, (int)threads, &sp, json);
+    }
     int bs[MAX_BATCHES], nb = 0, bmax = 1;
     for (const char *s = blist; *s && nb < MAX_BATCHES;) {
         char *end;

@@ -85,8 +85,11 @@ static void usage(FILE *f) {
             "  --spec-tokens K        MTP drafts per step, at most (default 3; 0 = no speculation;\n"
             "                         models without an MTP head never speculate)\n"
             "  --spec-state-mb N      DeltaNet records kept while drafts are verified (default 256)\n"
-            "  --spec-max-batch N     no request drafts while more than N sequences run\n"
-            "                         (default 4; 0: no limit)\n"
+            "  --spec-policy P        who drafts how many: batch (default: each step, from the whole\n"
+            "                         batch, what pays at the costs the engine measures) or request\n"
+            "                         (each request by its own acceptance, whatever the batch)\n"
+            "  --spec-max-batch N     a cap: no request drafts while more than N sequences run\n"
+            "                         (default 0: none, the policy decides)\n"
             "  --max-queue N          waiting requests accepted before 429 (default 0 = unlimited)\n"
             "  --threads N            compute threads (default: one per core)\n"
             "  -c, --ctx-size, --max-model-len, --ctx N\n"
@@ -325,6 +328,11 @@ int ds_cmd_serve(int argc, char **argv) {
         }
         else if (!strcmp(a, "--step-tokens")) { if (ds_arg_int(a, v, DS_DELTANET_CHUNK, 1 << 16, &n)) return 2; c.engine.step_tokens = (int)n; }
         else if (!strcmp(a, "--spec-tokens")) { if (ds_arg_int(a, v, 0, DS_MAX_SPEC, &n)) return 2; c.engine.spec_tokens = (int)n; }
+        else if (!strcmp(a, "--spec-policy")) {
+            if (!strcmp(v, "batch")) c.engine.spec_policy = DS_SPEC_POLICY_BATCH;
+            else if (!strcmp(v, "request")) c.engine.spec_policy = DS_SPEC_POLICY_REQUEST;
+            else { fprintf(stderr, "deltaserve serve: --spec-policy '%s' is not batch or request\n", v); return 2; }
+        }
         else if (!strcmp(a, "--spec-max-batch")) { if (ds_arg_int(a, v, 0, 1 << 16, &n)) return 2; c.engine.spec_max_batch = (int)n; }
         else if (!strcmp(a, "--spec-state-mb")) { if (ds_arg_int(a, v, 0, 1L << 22, &n)) return 2; c.engine.spec_state_bytes = (size_t)n << 20; }
         else if (!strcmp(a, "--max-queue")) { if (ds_arg_int(a, v, 0, 1 << 20, &n)) return 2; c.engine.max_queue = (int)n; }

@@ -36,7 +36,7 @@ void ds_engine_defaults(ds_engine_params *p) {
                             .cache_state_bytes = (size_t)256 << 20, .page_size = 16, .max_running = 64,
                             .step_tokens = 512, .prefill_chunk = 256, .checkpoint_interval = 512,
                             .prefix_cache = 1, .max_queue = 0, .spec_tokens = 3,
-                            .spec_state_bytes = (size_t)256 << 20, .spec_max_batch = 4};
+                            .spec_state_bytes = (size_t)256 << 20};
 }
 
 /* --- set-up --- */
@@ -188,6 +188,11 @@ ds_status ds_engine_new(ds_model *model, const ds_engine_params *params, ds_engi
     g->token_macs = token_macs(c);
     g->vision_step_flops = g->token_macs * p.step_tokens;
     g->filtered = malloc((size_t)c->n_vocab * sizeof *g->filtered);
+    if (!s && p.spec_policy == DS_SPEC_POLICY_GIVEN && !p.spec_given)
+        s = ds_fail(e, DS_EINVAL, "engine: the GIVEN speculation policy needs its costs (spec_given)");
+    if (!s && (p.spec_policy < DS_SPEC_POLICY_BATCH || p.spec_policy > DS_SPEC_POLICY_GIVEN))
+        s = ds_fail(e, DS_EINVAL, "engine: speculation policy %d is not one of BATCH, REQUEST, GIVEN", p.spec_policy);
+    if (!s && ds_spec_init(g)) s = ds_fail(e, DS_ENOMEM, "engine: out of memory for the speculation plan's tables");
     if (!s && (!g->running || !g->rows || !g->seqs || !g->seq_req || !g->seq_first_row || !g->seq_n_rows ||
                !g->logits || !g->lookup_pages || !g->allowed || !g->filtered || !g->rope || !g->embd ||
                !g->mtp_rope || !g->mtp_embd || !g->jobs || !g->job_req ||
@@ -254,6 +259,7 @@ void ds_engine_free(ds_engine *g) {
     ds_id_pool_free(&g->ckpts);
     ds_id_pool_free(&g->vslots);
     ds_kv_pool_free(&g->mtp_kv);
+    ds_spec_free(g);
     free(g->hidden);
     free(g->mtp_hidden_in);
     free(g->mtp_hidden_out);
@@ -758,6 +764,19 @@ ds_filter_result ds_engine_filter(ds_engine *g, req *r, int n_answer, const floa
 
 void ds_engine_fail_request(ds_engine *g, req *r, const char *why) { finish(g, r, DS_FINISH_ERROR, why); }
 
+double ds_engine_now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+void ds_engine_note_choice(ds_engine *g, req *r, double seconds, int n) {
+    if (n <= 0) return;
+    double per = seconds / n;
+    r->choice_s = r->choice_s > 0 ? (float)(0.8 * r->choice_s + 0.2 * per) : (float)per;
+    g->step_parts_s += seconds;
+}
+
 /* After a forward: the request whose computed positions reached its last token samples the next one. */
 static int sample_next(ds_engine *g, req *r, const float *logits) {
     const float *from = logits;
@@ -770,7 +789,9 @@ static int sample_next(ds_engine *g, req *r, const float *logits) {
             return 1;
         }
     }
+    double t0 = ds_engine_now();
     int32_t t = ds_sampler_sample(&r->sampler, from, r->tokens + r->n_prompt, r->n_generated, r->n_tokens, &g->scratch);
+    ds_engine_note_choice(g, r, ds_engine_now() - t0, 1);
     /* logprobs report the model's own distribution, as without a filter */
     return ds_engine_append(g, r, t, logits);
 }
@@ -815,6 +836,8 @@ static const char *fault_message(ds_seq_mode mode) {
 
 int ds_engine_step(ds_engine *g) {
     g->step_no++;
+    double step_t0 = ds_engine_now();
+    g->step_parts_s = 0;
     drain_inbox(g);
     fail_all_pending(g);
     handle_aborts(g);
@@ -927,6 +950,10 @@ int ds_engine_step(ds_engine *g) {
                 if (!done) g->seq_req[n_live++] = r; /* finished requests are freed: keep only the live */
             }
             if (g->spec_max) ds_spec_draft(g, g->seq_req, n_live);
+            /* what a step of n_rows rows costs all in (the forward, a verify's state commits, events,
+             * bookkeeping) but for the MTP calls and the sampler's choices, which the plan prices apart */
+            double rest = ds_engine_now() - step_t0 - g->step_parts_s;
+            ds_cost_curve_add(&g->cost_forward, n_rows, rest > 0 ? rest : 0, g->step_no);
         }
     }
     pthread_mutex_lock(&g->mu);

@@ -47,8 +47,10 @@ typedef struct {
     int max_queue;              /* waiting requests accepted (0: unlimited) */
     int spec_tokens;            /* MTP drafts per step, at most (0: no speculation; models without an MTP head never speculate) */
     size_t spec_state_bytes;    /* DeltaNet verify records (k+1 per speculating sequence) */
-    int spec_max_batch;         /* no request drafts while more sequences than this run (0: no limit):
-                                 * batched decode is compute-bound, so verifying stops paying */
+    int spec_policy;            /* ds_spec_policy: who drafts how many (default DS_SPEC_POLICY_BATCH) */
+    int spec_max_batch;         /* a user's cap: no request drafts while more sequences than this run (0: none;
+                                 * the batch policy finds where drafting stops paying by itself) */
+    struct ds_spec_given_costs *spec_given; /* DS_SPEC_POLICY_GIVEN: the costs the plan assumes (borrowed) */
     /* KV events for a router (kv_events.h): NULL: none. With a queue, checkpoints sit only at multiples of
      * the event block (ds_engine_kv_block_size) and a request resumes only where every block before it is
      * announced, so that what the router predicts is what a request reuses (prefix_cache.h, notes 4-8).
@@ -59,6 +61,23 @@ typedef struct {
 } ds_engine_params;
 
 #define DS_MAX_SPEC 8
+
+/* Speculation policies (spec_policy.h).
+ *   BATCH: each step, from the whole batch, which sequences draft and how many, to make the most tokens
+ *     per second: each request's recent acceptance against what a verify row, an MTP call and a sampler
+ *     choice cost at this batch size, measured by the engine from its own steps;
+ *   REQUEST: each request drafts the k its own acceptance calls for, priced by the model's nominal costs
+ *     (a draft reads the head, a verify row ~0.15 of a step), whatever the batch: the policy before the
+ *     batch one, kept for comparison and for tests that want every sequence to draft;
+ *   GIVEN: BATCH's plan on the fixed costs in spec_given (tests: a plan that does not depend on timing). */
+typedef enum { DS_SPEC_POLICY_BATCH = 0, DS_SPEC_POLICY_REQUEST, DS_SPEC_POLICY_GIVEN } ds_spec_policy;
+
+/* DS_SPEC_POLICY_GIVEN's costs, in any unit of time: a forward of R rows costs step + row * R, an MTP
+ * call of m rows call + call_row * m (the catch-up call and each further one alike), a sampler choice
+ * choice_greedy or choice_sampled (temperature > 0). */
+typedef struct ds_spec_given_costs {
+    double step, row, call, call_row, choice_greedy, choice_sampled;
+} ds_spec_given_costs;
 
 void ds_engine_defaults(ds_engine_params *p);
 
@@ -168,6 +187,9 @@ typedef struct {
     int64_t spec_compared;        /* drafts compared with the model's choice (up to the first rejection) */
     int64_t spec_accept_hist[DS_MAX_SPEC + 1]; /* verify passes by number of drafts accepted (0..DS_MAX_SPEC) */
     int64_t spec_draft_failures;  /* MTP calls that failed: their requests decoded that step without drafts */
+    int64_t spec_plan_steps;      /* steps whose drafts were planned (a sequence could have drafted) */
+    int64_t spec_plan_draft_steps; /* ... of those, steps where some sequence drafted */
+    int64_t spec_plan_seqs, spec_plan_drafting_seqs; /* ... sequences that could have drafted, and did, summed */
     int64_t started, finished, aborted, failed;
     /* images: encoded, and their tokens reused from the prefix cache (also in prefix_hit_tokens) */
     int64_t images_encoded, image_tokens_cached;

@@ -8,6 +8,8 @@
 #include "engine/engine.h"
 #include "engine/id_pool.h"
 #include "engine/prefix_cache.h"
+#include "engine/spec_cost.h"
+#include "engine/spec_policy.h"
 
 enum { PENDING_ABORT = 1, PENDING_FAULT = 2 };
 
@@ -67,7 +69,10 @@ typedef struct req {
     int32_t vslots[DS_MAX_SPEC + 1]; /* verify slots held during a step */
     int n_vslots;
     int n_want;                 /* drafts wanted this round */
-    int k;                      /* drafts per step now (adapts to acceptance) */
+    int k;                      /* drafts per step at most now (REQUEST: adapts to acceptance; BATCH: the
+                                 * most the plan may give it, 1 while probing) */
+    int plan_k;                 /* drafts this step's plan gives it */
+    float choice_s;             /* seconds one sampler choice of it takes (recent) */
     float acc_hits, acc_trials; /* drafts accepted / compared, recent ones weighing more */
     int paused;                 /* steps left without drafting */
     int pause_len;              /* length of the last pause (doubles while probes fail) */
@@ -113,7 +118,16 @@ struct ds_engine {
     ds_engine_stats stats;      /* guarded by mu when read from outside */
     /* speculative decoding */
     int spec_max;               /* k; 0: off */
-    double draft_cost;          /* one draft step / one decode step (ds_model_draft_cost) */
+    double draft_cost;          /* one draft step / one decode step (ds_model_draft_cost; REQUEST policy) */
+    /* what a step's parts cost, measured (BATCH policy, spec_policy.h), by rows: a step all in but for
+     * its MTP calls and sampler choices, the MTP catch-up call, a further draft call */
+    ds_cost_curve cost_forward, cost_catchup, cost_draft;
+    double step_parts_s;        /* this step's seconds in MTP calls and sampler choices so far */
+    double *memo;               /* [3][step_tokens + 1] the curves' estimates during one plan */
+    int64_t *memo_at;           /* [3][step_tokens + 1] the plan that filled each */
+    int64_t n_plans;
+    ds_spec_cand *cand;         /* [max_running] a plan's candidates */
+    req **cand_req;
     ds_kv_pool mtp_kv;          /* the MTP head's KV, indexed by the same page ids */
     ds_state_pool records;      /* verify records (a record is ~1/11 of a state slot) */
     ds_id_pool vslots;          /* slots of records */
@@ -179,7 +193,15 @@ void ds_image_row(const ds_engine *g, const req *r, int pos, int token_pos, int3
  * stay as they always were. */
 void ds_image_batch(const ds_engine *g, ds_batch *b, int any_image, const int32_t *rope, const float *const *embd);
 
+/* Records that r's sampler made n choices in `seconds` (the plan prices drafts by it). */
+void ds_engine_note_choice(ds_engine *g, req *r, double seconds, int n);
+/* Seconds on a monotonic clock. */
+double ds_engine_now(void);
+
 /* speculate.c */
+/* Sets up and frees the cost curves and the plan's tables. */
+int ds_spec_init(ds_engine *g);
+void ds_spec_free(ds_engine *g);
 /* Rows a decode of r runs this step: 1, or 1 + drafts when verifying. Takes the verify slots. */
 int ds_spec_plan(ds_engine *g, req *r);
 /* After the forward: accepts drafts against the rows' logits, appends the

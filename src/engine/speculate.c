@@ -30,16 +30,21 @@
  * choice there. The filter is shown drafts that may be refused; it takes
  * back what it followed when the next answer differs (engine.h). Its
  * DS_FILTER_DONE for an answer with drafts holds once they are kept.
- * k adapts per request to its recent acceptance, down to pausing the drafts
- * (and the MTP head) entirely, so that a head that never agrees costs almost
- * nothing. With more than spec_max_batch sequences running nobody drafts: on
- * a CPU a batched step is bound by arithmetic, not by reading weights, and
- * verifying drafts makes it slower (measured: at 100% acceptance and k=3 on
- * the 0.8B shape, 1.59x alone, 1.39x at 2, 1.09x at 4, 0.97x at 8). Whether
- * a request drafts never changes what it produces. Runs on the engine
- * thread. */
+ * Who drafts and how many is planned each step for the whole batch
+ * (spec_policy.h): each request's recent acceptance against what a verify
+ * row, an MTP call and a sampler choice cost at the batch size at hand,
+ * which the engine measures from its own steps (spec_cost.h) rather than
+ * assumes, since the answer moves with the batch (on a CPU a batched step is
+ * bound by arithmetic, and at 100% acceptance and k=3 on the 0.8B shape
+ * drafting for everyone gave 1.59x alone, 1.39x at 2, 1.09x at 4, 0.97x at
+ * 8), with the sampler (a sampled choice costs twenty greedy ones) and with
+ * the draft head's cost. A request whose drafts would not pay even alone
+ * pauses them (and the MTP head), a pause that doubles while probes fail,
+ * so that a head that never agrees costs almost nothing. Whether a request
+ * drafts never changes what it produces. Runs on the engine thread. */
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "engine/engine_int.h"
@@ -66,10 +71,32 @@ int ds_spec_plan(ds_engine *g, req *r) {
     return 1 + r->n_drafts;
 }
 
+int ds_spec_init(ds_engine *g) {
+    int n = g->p.step_tokens, m = g->p.max_running;
+    g->memo = calloc(3 * ((size_t)n + 1), sizeof *g->memo);
+    g->memo_at = calloc(3 * ((size_t)n + 1), sizeof *g->memo_at);
+    g->cand = calloc((size_t)m, sizeof *g->cand);
+    g->cand_req = calloc((size_t)m, sizeof *g->cand_req);
+    if (!g->memo || !g->memo_at || !g->cand || !g->cand_req || ds_cost_curve_init(&g->cost_forward, n) ||
+        ds_cost_curve_init(&g->cost_catchup, n) || ds_cost_curve_init(&g->cost_draft, n))
+        return -1;
+    return 0;
+}
+
+void ds_spec_free(ds_engine *g) {
+    ds_cost_curve_free(&g->cost_forward);
+    ds_cost_curve_free(&g->cost_catchup);
+    ds_cost_curve_free(&g->cost_draft);
+    free(g->memo);
+    free(g->memo_at);
+    free(g->cand);
+    free(g->cand_req);
+}
+
 /* One MTP call for the requests reqs[0..n). A failure is no request's failure
  * (they decode without drafts this step) but is never silent: it is counted
  * (spec_draft_failures) and logged, the first and then every power of two. */
-static ds_status mtp_call(ds_engine *g, const ds_batch *b, req **reqs, int n) {
+static ds_status mtp_call(ds_engine *g, const ds_batch *b, req **reqs, int n, ds_cost_curve *cost) {
     ds_err e = {0};
     ds_status s = DS_OK;
     for (int i = 0; i < n && !s; i++) /* test hook */
@@ -78,7 +105,13 @@ static ds_status mtp_call(ds_engine *g, const ds_batch *b, req **reqs, int n) {
             s = ds_fail(&e, DS_EINVAL, "injected fault in a draft step (request %llu)",
                         (unsigned long long)reqs[i]->id);
         }
-    if (!s) s = ds_model_mtp_forward(g->model, &g->mtp_kv, b, g->mtp_hidden_in, &e);
+    if (!s) {
+        double t0 = ds_engine_now();
+        s = ds_model_mtp_forward(g->model, &g->mtp_kv, b, g->mtp_hidden_in, &e);
+        double dt = ds_engine_now() - t0;
+        g->step_parts_s += dt;
+        if (!s) ds_cost_curve_add(cost, b->n_tokens, dt, g->step_no);
+    }
     if (!s) return DS_OK;
     pthread_mutex_lock(&g->mu);
     int64_t nth = ++g->stats.spec_draft_failures;
@@ -93,8 +126,11 @@ static ds_status mtp_call(ds_engine *g, const ds_batch *b, req **reqs, int n) {
  * main model's or the head's), the tokens before pos seen by the penalties:
  * one function for drafts and for the model's choices, so that a draft is
  * kept exactly when it is the token plain decoding would have drawn there. */
-static int32_t choose(ds_engine *g, const req *r, const float *logits, int pos) {
-    return ds_sampler_sample(&r->sampler, logits, r->tokens + r->n_prompt, pos - r->n_prompt, pos, &g->scratch);
+static int32_t choose(ds_engine *g, req *r, const float *logits, int pos) {
+    double t0 = ds_engine_now();
+    int32_t t = ds_sampler_sample(&r->sampler, logits, r->tokens + r->n_prompt, pos - r->n_prompt, pos, &g->scratch);
+    ds_engine_note_choice(g, r, ds_engine_now() - t0, 1);
+    return t;
 }
 
 /* The k that gives the most tokens per unit of time at per-draft acceptance
@@ -115,15 +151,67 @@ static int best_k(const ds_engine *g, double p) {
     return best;
 }
 
+/* The costs a plan reads: measured curves (BATCH) or fixed ones (GIVEN),
+ * each estimate kept for the rest of the plan (a plan asks for the same
+ * row counts many times). */
+static double memo(ds_engine *g, int curve, int rows, const ds_cost_curve *c, double given) {
+    if (rows > g->p.step_tokens) rows = g->p.step_tokens;
+    size_t at = (size_t)curve * ((size_t)g->p.step_tokens + 1) + (size_t)rows;
+    if (g->memo_at[at] != g->n_plans) {
+        g->memo_at[at] = g->n_plans;
+        g->memo[at] = g->p.spec_policy == DS_SPEC_POLICY_GIVEN ? given : ds_cost_curve_at(c, rows, g->step_no);
+    }
+    return g->memo[at];
+}
+
+static double cost_forward(void *u, int rows) {
+    ds_engine *g = u;
+    const ds_spec_given_costs *k = g->p.spec_given;
+    return memo(g, 0, rows, &g->cost_forward, k ? k->step + k->row * rows : 0);
+}
+
+static double cost_catchup(void *u, int rows) {
+    ds_engine *g = u;
+    const ds_spec_given_costs *k = g->p.spec_given;
+    return memo(g, 1, rows, &g->cost_catchup, k ? k->call + k->call_row * rows : 0);
+}
+
+static double cost_draft(void *u, int rows) {
+    ds_engine *g = u;
+    const ds_spec_given_costs *k = g->p.spec_given;
+    return memo(g, 2, rows, &g->cost_draft, k ? k->call + k->call_row * rows : 0);
+}
+
+static double choice_cost(const ds_engine *g, const req *r) {
+    const ds_spec_given_costs *k = g->p.spec_given;
+    if (g->p.spec_policy != DS_SPEC_POLICY_GIVEN || !k) return r->choice_s;
+    return r->p.sampling.temperature > 0 ? k->choice_sampled : k->choice_greedy;
+}
+
+static double acceptance(const req *r) { return r->acc_trials > 0 ? r->acc_hits / r->acc_trials : 0.8; }
+
 /* Per-draft acceptance is estimated from the drafts actually compared: a
  * step that accepts a of k compared min(a + 1, k) of them, each accepted or
  * not on its own (the accepted/drafted ratio would count the drafts after a
- * rejection as misses and undervalue longer k). */
+ * rejection as misses and undervalue longer k). Under the batch policy a
+ * request keeps drafting while its drafts would pay alone (the most
+ * favourable batch: the plan of each step decides whether they pay there). */
 static void adapt(ds_engine *g, req *r, int drafted, int accepted) {
     int compared = accepted < drafted ? accepted + 1 : drafted;
     r->acc_hits = 0.8f * r->acc_hits + (float)accepted;
     r->acc_trials = 0.8f * r->acc_trials + (float)compared;
-    r->k = best_k(g, r->acc_hits / r->acc_trials);
+    if (g->p.spec_policy == DS_SPEC_POLICY_REQUEST) {
+        r->k = best_k(g, r->acc_hits / r->acc_trials);
+    } else {
+        ds_spec_costs_fn fn = {cost_forward, cost_catchup, cost_draft, g};
+        ds_spec_cand alone = {.p = acceptance(r), .choice_s = choice_cost(g, r), .catchup_rows = 1,
+                              .k_max = g->spec_max};
+        ds_spec_step st = {.base_rows = 1, .base_s = alone.choice_s, .base_tokens = 1,
+                           .max_drafts = g->spec_max};
+        g->n_plans++;
+        ds_spec_policy_plan(&fn, &st, &alone, 1);
+        r->k = alone.k > 0 ? g->spec_max : 0;
+    }
     if (r->k == 0) {
         /* each failed probe doubles the pause: a head that never agrees ends up costing one
          * probe every thousand tokens */
@@ -215,20 +303,90 @@ static int choose_draft(ds_engine *g, req *r, int j, const float *mtp_logits) {
     return 1;
 }
 
+/* The drafts r may take next step: its k, the tokens it may still produce
+ * (the bonus token always comes on top) and the room in its token array. */
+static int room_for(const req *r) {
+    int room = r->p.max_tokens - r->n_generated - 1;
+    if (r->cap_tokens - r->n_tokens < room) room = r->cap_tokens - r->n_tokens;
+    return r->k < room ? r->k : room;
+}
+
+/* Sets plan_k of reqs[0..n), the requests that computed something this
+ * step: 0 for those that feed the head nothing, k for requests in their
+ * prompt that feed it (their catch-up), and for those about to decode the
+ * drafts the policy gives them. */
+static void plan_step(ds_engine *g, req **reqs, int n) {
+    int crowded = g->p.spec_max_batch > 0 && g->n_running > g->p.spec_max_batch;
+    int batch = g->p.spec_policy != DS_SPEC_POLICY_REQUEST, n_cand = 0, base_catchup = 0;
+    for (int i = 0; i < n; i++) {
+        req *r = reqs[i];
+        r->plan_k = 0;
+        if (r->paused > 0 && --r->paused == 0) { /* probe again, gently, judged on its own result */
+            r->k = 1;
+            r->acc_hits = r->acc_trials = 0.0f;
+        }
+        int first = r->step_first_pos, last = r->n_computed;
+        if (r->k == 0 || crowded || last <= first || last >= r->n_tokens) continue;
+        if (r->n_tokens != r->n_computed + 1) { /* still in its prompt: the catch-up is all */
+            r->plan_k = r->k;
+            base_catchup += last - first;
+            continue;
+        }
+        int k = room_for(r);
+        if (k <= 0) continue;
+        if (!batch) {
+            r->plan_k = k;
+        } else {
+            g->cand[n_cand] = (ds_spec_cand){.p = acceptance(r), .choice_s = choice_cost(g, r),
+                                             .catchup_rows = last - first, .k_max = k};
+            g->cand_req[n_cand++] = r;
+        }
+    }
+    if (!batch || n_cand == 0) return;
+    /* the next step without drafts: every decode, and prefill chunks as far as the budget goes */
+    int decodes = 0, prefill = 0;
+    double base_s = 0;
+    for (int i = 0; i < g->n_running; i++) {
+        req *r = g->running[i];
+        int left = r->n_tokens - r->n_computed;
+        if (left == 1 && r->n_computed >= r->n_prompt) {
+            decodes++;
+            base_s += choice_cost(g, r);
+        } else if (left > 0) {
+            prefill += left < g->p.prefill_chunk ? left : g->p.prefill_chunk;
+        }
+    }
+    if (prefill > g->p.step_tokens - decodes) prefill = g->p.step_tokens - decodes;
+    int slots = g->vslots.n - ds_id_used(&g->vslots) - n_cand; /* each drafting sequence also verifies its token */
+    ds_spec_step st = {.base_rows = decodes + prefill, .base_catchup_rows = base_catchup, .base_s = base_s,
+                       .base_tokens = decodes, .max_drafts = g->p.step_tokens - decodes - prefill};
+    if (slots < st.max_drafts) st.max_drafts = slots > 0 ? slots : 0;
+    ds_spec_costs_fn fn = {cost_forward, cost_catchup, cost_draft, g};
+    g->n_plans++;
+    ds_spec_policy_plan(&fn, &st, g->cand, n_cand);
+    int drafting = 0;
+    for (int i = 0; i < n_cand; i++) {
+        g->cand_req[i]->plan_k = g->cand[i].k;
+        drafting += g->cand[i].k > 0;
+    }
+    pthread_mutex_lock(&g->mu);
+    g->stats.spec_plan_steps++;
+    g->stats.spec_plan_draft_steps += drafting > 0;
+    g->stats.spec_plan_seqs += n_cand;
+    g->stats.spec_plan_drafting_seqs += drafting;
+    pthread_mutex_unlock(&g->mu);
+}
+
 void ds_spec_draft(ds_engine *g, req **reqs, int n) {
     size_t H = (size_t)g->cfg->n_embd, V = (size_t)g->cfg->n_vocab;
     int n_rows = 0, n_seqs = 0, any_image = 0;
-    int crowded = g->p.spec_max_batch > 0 && g->n_running > g->p.spec_max_batch;
+    plan_step(g, reqs, n);
     /* 1. catch-up rows: (h_t, x_{t+1}) for every position this step kept */
     for (int i = 0; i < n; i++) {
         req *r = reqs[i];
         r->n_drafts = 0;
         r->draft_free_from = DS_MAX_SPEC + 1;
-        if (r->paused > 0 && --r->paused == 0) { /* probe again, gently, judged on its own result */
-            r->k = 1;
-            r->acc_hits = r->acc_trials = 0.0f;
-        }
-        if (r->k == 0 || crowded) continue;
+        if (r->plan_k == 0) continue;
         int first = r->step_first_pos, last = r->n_computed; /* positions [first, last) */
         if (last <= first || last >= r->n_tokens) continue;
         g->mtp_seqs[n_seqs] = (ds_batch_seq){.mode = DS_SEQ_PREFILL, .pages = r->pages, .n_pages = r->n_pages};
@@ -249,14 +407,12 @@ void ds_spec_draft(ds_engine *g, req **reqs, int n) {
     ds_batch b = {.tokens = g->mtp_rows, .n_tokens = n_rows, .seqs = g->mtp_seqs, .n_seqs = n_seqs,
                   .logits = g->mtp_logits, .hidden = g->mtp_hidden_out};
     ds_image_batch(g, &b, any_image, g->mtp_rope, g->mtp_embd);
-    if (mtp_call(g, &b, g->mtp_req, n_seqs) != DS_OK) return; /* no drafts */
+    if (mtp_call(g, &b, g->mtp_req, n_seqs, &g->cost_catchup) != DS_OK) return; /* no drafts */
     /* 2. first drafts; requests that cannot hold k more positions draft fewer */
     int live = 0;
     for (int s = 0; s < n_seqs; s++) {
         req *r = g->mtp_req[s];
-        int room = r->p.max_tokens - r->n_generated - 1; /* the bonus token always comes on top */
-        if (r->cap_tokens - r->n_tokens < room) room = r->cap_tokens - r->n_tokens;
-        int k = r->k < room ? r->k : room;
+        int k = r->plan_k; /* within its room (plan_step) */
         if (r->n_tokens != r->n_computed + 1) continue; /* still in its prompt: the catch-up was all */
         if (k <= 0 || ds_engine_ensure_pages(g, r, r->n_tokens + k) != 0) continue;
         if (!choose_draft(g, r, 0, g->mtp_logits + (size_t)s * V)) continue;
@@ -285,7 +441,7 @@ void ds_spec_draft(ds_engine *g, req **reqs, int n) {
         ds_batch bj = {.tokens = g->mtp_rows, .n_tokens = m, .seqs = g->mtp_seqs, .n_seqs = m,
                        .logits = g->mtp_logits, .hidden = g->mtp_hidden_out};
         ds_image_batch(g, &bj, any, g->mtp_rope, g->mtp_embd);
-        if (mtp_call(g, &bj, g->mtp_req, m) != DS_OK) break;
+        if (mtp_call(g, &bj, g->mtp_req, m, &g->cost_draft) != DS_OK) break;
         for (int s = 0; s < m; s++) {
             req *r = g->mtp_req[s];
             if (!choose_draft(g, r, j, g->mtp_logits + (size_t)s * V)) r->n_want = j; /* it drafts no further */

@@ -190,6 +190,16 @@ void ds_metrics_render(ds_metrics *m, const ds_engine_stats *st, const char *mod
     metric(o, "deltaserve:spec_decode_draft_failures_total", "counter",
            "MTP draft calls that failed (their requests decoded that step without drafts; also logged).", lbl,
            (double)st->spec_draft_failures);
+    /* what the per-step speculation plan decided */
+    metric(o, "deltaserve:spec_plan_steps_total", "counter",
+           "Steps whose drafts the batch policy planned (some decoding sequence could have drafted).", lbl,
+           (double)st->spec_plan_steps);
+    metric(o, "deltaserve:spec_plan_draft_steps_total", "counter", "Planned steps in which some sequence drafted.", lbl,
+           (double)st->spec_plan_draft_steps);
+    metric(o, "deltaserve:spec_plan_sequences_total", "counter",
+           "Sequences that could have drafted, summed over planned steps.", lbl, (double)st->spec_plan_seqs);
+    metric(o, "deltaserve:spec_plan_drafting_sequences_total", "counter",
+           "Sequences the plan gave drafts, summed over planned steps.", lbl, (double)st->spec_plan_drafting_seqs);
     /* accepted per draft position, as vLLM counts them: position p is accepted in every step that
      * kept more than p drafts */
     ds_sb_printf(o, "# HELP deltaserve:spec_decode_num_accepted_tokens_per_pos_total Drafts accepted, by position.\n"

@@ -7,7 +7,8 @@
 # workload (one row per checkpoint interval), and the speculation benchmark
 # with a head that always agrees (every draft accepted; several sequences
 # verify in one step, and only one when --spec-state-mb holds the records of
-# one), and the constrained-decoding benchmark (--grammar, --schema) and its
+# one; the batch policy with greedy and sampled sequences mixed reports its
+# plan), and the constrained-decoding benchmark (--grammar, --schema) and its
 # refusals; bench/compare.py's cases on our side only. Checks fields and
 # their relations, never speeds.
 # Prints "ok NAME" / "FAIL NAME: ..." lines and "RESULT passed=N failed=M".
@@ -48,11 +49,23 @@ check "branch: one row per interval; finer intervals recompute no more" \
     --workload branch --prefix-len 256
 check "spec: every draft of an agreeing head accepted; several sequences verify per step" \
     "j['acceptance'] == 1.0 and j['mean_accepted'] == 2.0 and j['verify_cost_ratio'] > 0 and j['batch'] == 4 and j['batch_verifying_per_step'] > 1.5" \
-    --spec-tokens 2 -n 16 --spec-batch 4
+    --spec-tokens 2 -n 16 --spec-batch 4 --spec-policy request
+# the batch policy (the default) with greedy and sampled sequences mixed: what it planned is reported
+check "spec: the batch policy with a mixed batch reports its plan" \
+    "j['policy'] == 'batch' and j['mix'] is True and j['temperature'] == 0.7 and 0 <= j['batch_plan_drafting'] <= 1 and j['batch_drafts_per_step'] >= 0 and j['batch_tok_s_spec'] > 0" \
+    --spec-tokens 2 -n 16 --spec-batch 4 --spec-mix --temp 0.7
 # the records of one verify of 3 tokens take 3 x 12,384 bytes on this model
 check "spec: a record budget for one sequence lets one verify per step" \
     "j['batch_verifying_per_step'] <= 1.0 and j['acceptance'] == 1.0" \
-    --spec-tokens 2 -n 16 --spec-batch 4 --spec-state-mb 0.036
+    --spec-tokens 2 -n 16 --spec-batch 4 --spec-state-mb 0.036 --spec-policy request
+# refused: --spec-mix without a temperature, an unknown policy
+for bad_args in "--spec-mix" "--spec-policy sometimes"; do
+    # shellcheck disable=SC2086
+    "$DS_BIN" bench -m "$model" --spec-tokens 2 $bad_args >"$T/s.out" 2>"$T/s.err"
+    rc=$?
+    [ "$rc" -eq 2 ] && grep -q -- "${bad_args%% *}" "$T/s.err" && ok "bench: $bad_args refused" \
+        || bad "bench: $bad_args refused" "exit $rc: $(head -c 300 "$T/s.err")"
+done
 # bench --grammar / --schema: compile time, masks over the model's tokenizer and the real Qwen3 one
 # (the same walks twice give the same number of masks: the cached pass walks the same states),
 # decode with and without the grammar, alone and 4 at once

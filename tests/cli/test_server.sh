@@ -165,8 +165,9 @@ if DS_FAULT_EVERY=1 DS_FAULT_AT_TOKEN=3 start fault; then
 fi
 # one request fails in a prefill, decode or verify step while others run (e2e.mjs fault-phase)
 for phase in prefill decode verify; do
-    # --spec-max-batch 0: the greedy faulty request drafts (and so verifies) among five others
-    if DS_FAULT_EVERY=3 DS_FAULT_PHASE=$phase start "fault-$phase" --spec-max-batch 0; then
+    # --spec-policy request: the greedy faulty request drafts (and so verifies) among five others, whatever
+    # drafting costs in that batch
+    if DS_FAULT_EVERY=3 DS_FAULT_PHASE=$phase start "fault-$phase" --spec-policy request; then
         DS_FAULT_PHASE=$phase suite fault-phase
         stop "fault-$phase"
     fi

@@ -433,13 +433,19 @@ async function mainSuite() {
       'deltaserve:request_errors_total', 'deltaserve:spec_decode_num_drafts_total', 'deltaserve:spec_decode_num_draft_tokens_total',
       'deltaserve:spec_decode_num_accepted_tokens_total', 'deltaserve:spec_decode_acceptance_rate',
       'deltaserve:spec_decode_mean_accepted_length', 'deltaserve:spec_decode_num_accepted_tokens_per_pos_total',
-      'deltaserve:spec_decode_draft_failures_total', 'vllm:spec_decode_num_draft_tokens_total', 'vllm:spec_decode_num_accepted_tokens_total'])
+      'deltaserve:spec_decode_draft_failures_total', 'vllm:spec_decode_num_draft_tokens_total', 'vllm:spec_decode_num_accepted_tokens_total',
+      'deltaserve:spec_plan_steps_total', 'deltaserve:spec_plan_draft_steps_total', 'deltaserve:spec_plan_sequences_total',
+      'deltaserve:spec_plan_drafting_sequences_total'])
       check(k in m, `missing ${k}`);
     check(m['deltaserve:generation_tokens_total'] > 0 && m['deltaserve:time_to_first_token_seconds_count'] > 0, 'counted');
     // the tiny model has an MTP head: speculation is on by default
     check(m['deltaserve:spec_decode_num_draft_tokens_total'] > 0, 'drafts counted');
     check(m['deltaserve:spec_decode_num_accepted_tokens_total'] <= m['deltaserve:spec_decode_num_draft_tokens_total'], 'accepted <= drafted');
     check(m['deltaserve:spec_decode_draft_failures_total'] === 0, 'no draft failed');
+    // the batch policy planned steps, and drafted in some of them (its first plans try drafting)
+    check(m['deltaserve:spec_plan_steps_total'] > 0 && m['deltaserve:spec_plan_draft_steps_total'] > 0 &&
+      m['deltaserve:spec_plan_draft_steps_total'] <= m['deltaserve:spec_plan_steps_total'] &&
+      m['deltaserve:spec_plan_drafting_sequences_total'] <= m['deltaserve:spec_plan_sequences_total'], 'plans counted');
   });
 
   // --- bad input: exact statuses ---

@@ -60,7 +60,7 @@ static int run(ds_model *m, int max_running, outs *o, ds_engine_stats *st) {
     ds_engine_defaults(&ep);
     ep.spec_tokens = 3;
     ep.max_running = max_running;
-    ep.spec_max_batch = 0;
+    ep.spec_policy = DS_SPEC_POLICY_REQUEST; /* every request drafts, whatever the batch */
     ep.step_tokens = 512;
     ds_engine *eng;
     ds_err e = {0};

@@ -10,7 +10,16 @@
  *     ~100%, ~50% and 0%, alone, 16 at a time, under preemption, with 1 or
  *     2 threads, and repeated on one engine whose prefix cache is warm;
  *   - adaptive k: a head that never agrees stops drafting; over the batch
- *     limit nobody drafts;
+ *     cap nobody drafts;
+ *   - the per-step batch policy: its cost curves (interpolation, optimistic
+ *     extrapolation, fading) and its plans on fixed costs (a lone agreeing
+ *     request drafts the most, a compute-bound batch drafts nothing,
+ *     expensive sampled choices keep sampled requests from drafting while
+ *     greedy ones draft, drafts never accepted are never planned); in the
+ *     engine, 8 mixed greedy and seeded requests give plain decoding's tokens
+ *     and logprobs under the measured policy and under fixed costs that make
+ *     it draft or not, a lone agreeing request drafts, and a head that never
+ *     agrees stops being drafted with;
  *   - under a token filter that narrows the choices (and follows refused
  *     drafts back), requests still draft, and their tokens and logprobs are
  *     plain constrained decoding's, greedy and seeded, k up to the most,
@@ -24,6 +33,8 @@
 #include <unistd.h>
 
 #include "engine/engine.h"
+#include "engine/spec_cost.h"
+#include "engine/spec_policy.h"
 #include "model/model_make.h"
 #include "testing.h"
 
@@ -80,8 +91,11 @@ static void make_prompts(int n) {
     }
 }
 
-/* spec_max_batch: 0 lets every running sequence draft (so that concurrent runs exercise verify) */
+/* REQUEST lets every running sequence draft, whatever the batch (so that concurrent runs exercise
+ * verify); spec_max_batch caps it; spec_given: the costs of the GIVEN policy */
+static int spec_policy = DS_SPEC_POLICY_REQUEST;
 static int spec_max_batch;
+static ds_spec_given_costs spec_given;
 
 static int run_ep(ds_model *m, const ds_engine_params *ep, int n, const ds_sampling_params *sp, int vary_seed, outs *o,
                   ds_engine_stats *st) {
@@ -107,6 +121,8 @@ static void engine_params(ds_engine_params *ep, int spec, int max_running) {
     ep->spec_tokens = spec;
     ep->max_running = max_running;
     ep->spec_max_batch = spec_max_batch;
+    ep->spec_policy = spec_policy;
+    ep->spec_given = &spec_given;
     ep->step_tokens = 512;
 }
 
@@ -587,9 +603,202 @@ static void bias_case(float agree) {
 static void test_logit_bias_identical_100(void) { bias_case(1.0f); }
 static void test_logit_bias_identical_50(void) { bias_case(0.5f); }
 
+/* --- the per-step batch policy --- */
+
+/* Cost curves: nothing known costs nothing (what was never tried is tried); one measured count
+ * reads flat above and proportional below; two read as the line through them in between and
+ * beyond; a measurement left to fade while its neighbour is refreshed counts for less and less. */
+static void test_cost_curve(void) {
+    ds_cost_curve c;
+    REQUIRE(ds_cost_curve_init(&c, 64) == 0, "init");
+    CHECK(ds_cost_curve_at(&c, 8, 0) == 0.0, "no data: %g", ds_cost_curve_at(&c, 8, 0));
+    ds_cost_curve_add(&c, 8, 1.0, 0);
+    CHECK(fabs(ds_cost_curve_at(&c, 8, 0) - 1.0) < 1e-9, "the measured count: %g", ds_cost_curve_at(&c, 8, 0));
+    CHECK(fabs(ds_cost_curve_at(&c, 16, 0) - 1.0) < 1e-9, "above one count, flat: %g", ds_cost_curve_at(&c, 16, 0));
+    CHECK(fabs(ds_cost_curve_at(&c, 4, 0) - 0.5) < 1e-9, "below one count, proportional: %g", ds_cost_curve_at(&c, 4, 0));
+    ds_cost_curve_free(&c);
+    /* t = 1 + 0.25 x, measured at 4 and 16, eight times each */
+    REQUIRE(ds_cost_curve_init(&c, 64) == 0, "init");
+    for (int i = 0; i < 8; i++) {
+        ds_cost_curve_add(&c, 4, 2.0, i);
+        ds_cost_curve_add(&c, 16, 5.0, i);
+    }
+    double at8 = ds_cost_curve_at(&c, 8, 8), at32 = ds_cost_curve_at(&c, 32, 8), at2 = ds_cost_curve_at(&c, 2, 8);
+    CHECK(fabs(at8 - 3.0) < 0.15, "between two counts: %g, not 3", at8);
+    CHECK(at32 > 5.0 && at32 < 9.5, "beyond them, between flat (5) and the line (9): %g", at32);
+    CHECK(at2 > 1.0 && at2 < 2.0, "below them: %g, not in (1, 2)", at2);
+    /* the count 16 is not measured again for 2, then 5 half-lives while 4 is, every step */
+    for (int64_t t = 9; t < 9 + 2 * 512; t++) ds_cost_curve_add(&c, 4, 2.0, t);
+    double fading = ds_cost_curve_at(&c, 16, 9 + 2 * 512);
+    for (int64_t t = 9 + 2 * 512; t < 9 + 5 * 512; t++) ds_cost_curve_add(&c, 4, 2.0, t);
+    double gone = ds_cost_curve_at(&c, 16, 9 + 5 * 512);
+    CHECK(fabs(fading - 5.0) < 0.3, "a fading measurement still holds: %g (was 5)", fading);
+    CHECK(fabs(gone - 2.0) < 1e-9, "a stale one counts as none (flat from 4: 2): %g", gone);
+    /* out-of-range row counts are clamped, bad times ignored */
+    ds_cost_curve_add(&c, 1000, 7.0, 0);
+    ds_cost_curve_add(&c, 3, NAN, 0);
+    CHECK(ds_cost_curve_at(&c, 0, 0) == 0.0 && isfinite(ds_cost_curve_at(&c, 3, 0)), "edges");
+    ds_cost_curve_free(&c);
+}
+
+/* Fixed costs for the pure planner: forward = step + row * R, every MTP call call + call_row * m */
+typedef struct { double step, row, call, call_row; } lin;
+static double lin_fwd(void *u, int r) { const lin *l = u; return l->step + l->row * r; }
+static double lin_call(void *u, int r) { const lin *l = u; return l->call + l->call_row * r; }
+
+static int plan(lin *l, int n, const double *p, const double *choice, int k_max, int max_drafts, int *k) {
+    ds_spec_costs_fn fn = {lin_fwd, lin_call, lin_call, l};
+    ds_spec_cand c[64];
+    double base_s = 0;
+    for (int i = 0; i < n; i++) {
+        c[i] = (ds_spec_cand){.p = p[i], .choice_s = choice[i], .catchup_rows = 1, .k_max = k_max};
+        base_s += choice[i];
+    }
+    ds_spec_step st = {.base_rows = n, .base_s = base_s, .base_tokens = n, .max_drafts = max_drafts};
+    ds_spec_policy_plan(&fn, &st, c, n);
+    int total = 0;
+    for (int i = 0; i < n; i++) total += k[i] = c[i].k;
+    return total;
+}
+
+static void test_policy_plans(void) {
+    double p1[16], p0[16], cheap[16], mixed[16];
+    for (int i = 0; i < 16; i++) p1[i] = 1.0, p0[i] = 0.0, cheap[i] = 0.001, mixed[i] = i % 2 ? 0.5 : 0.001;
+    int k[16];
+    /* bandwidth-bound: a row costs 5% of a step, a draft call 10% */
+    lin mem = {1.0, 0.05, 0.1, 0.01};
+    CHECK(plan(&mem, 1, p1, cheap, 3, 64, k) == 3, "a lone agreeing request drafts the most: k=%d", k[0]);
+    CHECK(plan(&mem, 1, p0, cheap, 3, 64, k) == 0, "drafts never accepted are not planned: k=%d", k[0]);
+    double half = 0.5;
+    int kh = plan(&mem, 1, &half, cheap, 8, 64, k);
+    CHECK(kh >= 1 && kh < 8, "at 50%% acceptance k is between: %d", kh);
+    CHECK(plan(&mem, 4, p1, cheap, 3, 5, k) == 5, "the step's budget of drafts holds: %d", k[0] + k[1] + k[2] + k[3]);
+    /* compute-bound: a row costs what a token of the step costs; drafting cannot pay */
+    lin cpu = {0.0, 1.0, 0.1, 0.3};
+    CHECK(plan(&cpu, 8, p1, cheap, 3, 64, k) == 0, "a compute-bound batch drafts nothing");
+    /* sampled choices that cost half a step: only the greedy (even) requests draft */
+    int total = plan(&mem, 8, p1, mixed, 3, 64, k), greedy = 0, sampled = 0;
+    for (int i = 0; i < 8; i++) *(i % 2 ? &sampled : &greedy) += k[i];
+    CHECK(greedy == 12 && sampled == 0, "greedy ones draft (%d of 12), expensive sampled ones not (%d)", greedy, sampled);
+    CHECK(total == greedy, "total");
+    /* partly compute-bound: 16 sequences draft less than one alone */
+    lin mid = {1.0, 0.12, 0.2, 0.05};
+    int alone = plan(&mid, 1, p1, cheap, 3, 64, k), batch16 = plan(&mid, 16, p1, cheap, 3, 64, k);
+    CHECK(alone == 3 && batch16 < 16 * 3, "alone %d drafts; 16 at once %d (should be fewer than 48)", alone, batch16);
+}
+
+/* 8 requests, the even ones greedy and the odd ones seeded at temperature 1.5, all at once */
+static int run_mixed(ds_model *m, int spec, int policy, outs *o, ds_engine_stats *st) {
+    ds_engine_params ep;
+    int saved = spec_policy;
+    spec_policy = policy;
+    engine_params(&ep, spec, 8);
+    spec_policy = saved;
+    ds_engine *eng;
+    ds_err e = {0};
+    if (ds_engine_new(m, &ep, &eng, &e)) { printf("engine: %s\n", e.msg); return -1; }
+    memset(o, 0, sizeof *o);
+    for (int r = 0; r < 8; r++) {
+        ctxs[r] = (ctx){o, r};
+        ds_request_params rp = {.prompt = prompts[r], .n_prompt = plen[r], .max_tokens = GEN, .ignore_eos = 1,
+                                .want_logprob = 1, .on_event = on_event, .user = &ctxs[r]};
+        ds_sampling_defaults(&rp.sampling);
+        rp.sampling.temperature = r % 2 ? 1.5f : 0.0f;
+        rp.sampling.seed = (uint64_t)r * 31 + 7;
+        if (!ds_engine_submit(eng, &rp, &e)) { printf("submit: %s\n", e.msg); ds_engine_free(eng); return -1; }
+    }
+    while (ds_engine_step(eng)) {}
+    ds_engine_stats_get(eng, st);
+    ds_engine_free(eng);
+    return 0;
+}
+
+/* A batch of 8 mixed greedy and sampled requests gives plain decoding's tokens and logprobs
+ * under the measured policy (whatever it decides on this machine), under fixed costs that make
+ * drafting pay (everyone drafts and verifies) and under costs where it never pays (nobody does). */
+static void test_policy_mixed_batch_identical(void) {
+    loaded l;
+    REQUIRE(load(1.0f, &l) == 0, "load");
+    make_prompts(8);
+    ds_engine_stats s0, s;
+    REQUIRE(run_mixed(l.m, 0, DS_SPEC_POLICY_BATCH, &A, &s0) == 0, "plain");
+    static const struct { int policy; ds_spec_given_costs c; const char *what; } cases[] = {
+        {DS_SPEC_POLICY_BATCH, {0}, "measured costs"},
+        {DS_SPEC_POLICY_GIVEN, {1.0, 0.02, 0.05, 0.01, 0.001, 0.002}, "costs where drafting pays"},
+        {DS_SPEC_POLICY_GIVEN, {0.0, 1.0, 0.5, 0.5, 0.001, 0.002}, "compute-bound costs"},
+    };
+    for (int c = 0; c < 3; c++) {
+        spec_given = cases[c].c;
+        REQUIRE(run_mixed(l.m, 3, cases[c].policy, &B, &s) == 0, "speculative");
+        int same = count_same(8, 0);
+        printf("     %s: %d/8 identical; planned steps %lld, with drafts %lld; sequences %lld, drafting %lld; "
+               "drafted %lld accepted %lld\n", cases[c].what, same, (long long)s.spec_plan_steps,
+               (long long)s.spec_plan_draft_steps, (long long)s.spec_plan_seqs, (long long)s.spec_plan_drafting_seqs,
+               (long long)s.spec_drafted, (long long)s.spec_accepted);
+        CHECK(same == 8, "%s: %d of 8 requests differ from plain decoding", cases[c].what, 8 - same);
+        CHECK(s.spec_plan_steps > 0, "%s: no step was planned", cases[c].what);
+        if (c == 1)
+            CHECK(s.spec_plan_drafting_seqs > s.spec_plan_seqs / 2 && s.spec_verify_steps > s.steps,
+                  "%s: most sequences should draft (%lld of %lld), several verify per step (%lld in %lld steps)",
+                  cases[c].what, (long long)s.spec_plan_drafting_seqs, (long long)s.spec_plan_seqs,
+                  (long long)s.spec_verify_steps, (long long)s.steps);
+        if (c == 2)
+            CHECK(s.spec_drafted == 0 && s.spec_plan_draft_steps == 0, "%s: %lld drafts", cases[c].what,
+                  (long long)s.spec_drafted);
+    }
+    unload(&l);
+}
+
+/* Fixed bandwidth-bound costs: a lone request whose head agrees drafts the most every step (3
+ * accepted each time, fewer steps); one whose head never agrees stops being drafted with (and
+ * 16 of them do too), while the same costs keep 16 agreeing ones drafting. */
+static void test_policy_lone_and_never_accepted(void) {
+    spec_given = (ds_spec_given_costs){1.0, 0.05, 0.1, 0.01, 0.001, 0.002};
+    ds_sampling_params gp;
+    ds_sampling_defaults(&gp);
+    gp.temperature = 0;
+    int saved = spec_policy;
+    spec_policy = DS_SPEC_POLICY_GIVEN;
+    for (int agree = 1; agree >= 0; agree--) {
+        loaded l;
+        REQUIRE(load((float)agree, &l) == 0, "load");
+        int n = 16;
+        make_prompts(n);
+        ds_engine_stats s0, s1, s16;
+        int ok = run(l.m, 0, 1, 1, &gp, 0, &A, &s0) == 0 && run(l.m, 3, 1, 1, &gp, 0, &B, &s1) == 0;
+        int same1 = count_same(1, 0);
+        ok = ok && run(l.m, 0, 16, n, &gp, 0, &A, &s0) == 0 && run(l.m, 3, 16, n, &gp, 0, &B, &s16) == 0;
+        unload(&l);
+        REQUIRE(ok, "runs");
+        int same16 = count_same(n, 0);
+        printf("     agree %d: alone drafted %lld accepted %lld in %lld steps (hist 3: %lld); 16 at once drafted %lld "
+               "of %d tokens\n", agree * 100, (long long)s1.spec_drafted, (long long)s1.spec_accepted,
+               (long long)s1.steps, (long long)s1.spec_accept_hist[3], (long long)s16.spec_drafted, n * GEN);
+        CHECK(same1 == 1 && same16 == n, "agree %d: outputs differ from plain decoding", agree * 100);
+        if (agree) {
+            CHECK(s1.spec_drafted > 0 && s1.spec_accepted == s1.spec_drafted && s1.spec_accept_hist[3] >= 2,
+                  "a lone agreeing request should draft 3 each step (%lld drafted, %lld accepted)",
+                  (long long)s1.spec_drafted, (long long)s1.spec_accepted);
+            CHECK(s16.spec_drafted >= n * GEN / 2, "16 agreeing requests should keep drafting (%lld)",
+                  (long long)s16.spec_drafted);
+        } else {
+            /* 3 at first, then fewer while the estimate falls (33 if it kept drafting 3 a step) */
+            CHECK(s1.spec_accepted == 0 && s1.spec_drafted <= 8, "a head that never agrees: %lld drafts alone",
+                  (long long)s1.spec_drafted);
+            CHECK(s16.spec_drafted < n * GEN / 3, "a head that never agrees: %lld drafts for 16 requests",
+                  (long long)s16.spec_drafted);
+        }
+    }
+    spec_policy = saved;
+}
+
 int main(void) {
     snprintf(tmpdir, sizeof tmpdir, "/tmp/ds-spec-XXXXXX");
     if (!mkdtemp(tmpdir)) return 1;
+    RUN(test_cost_curve);
+    RUN(test_policy_plans);
+    RUN(test_policy_mixed_batch_identical);
+    RUN(test_policy_lone_and_never_accepted);
     RUN(test_greedy_identical_100);
     RUN(test_greedy_identical_50);
     RUN(test_greedy_identical_0);

@@ -8,6 +8,7 @@
  * (all threads streaming a buffer much larger than the caches), and the
  * bandwidth decode reaches: the weight bytes one decode step reads (active
  * experts only) times tg tokens/s. */
+#include <limits.h>
 #include <math.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -23,6 +24,7 @@
 #include "cli/cli_hub.h"
 #include "cli/cli_model.h"
 #include "cli/commands.h"
+#include "engine/engine.h"
 #include "kernels/cpu.h"
 #include "loading/model_file.h"
 #include "model/model.h"
@@ -57,6 +59,9 @@ static void usage(FILE *f) {
                "              budget in MiB (default: the engine's, 256); M: no drafts while more than M\n"
                "              sequences run (default: the engine's, 4; 0: no limit); T: the sequences sample\n"
                "              at temperature T (default 0: greedy), sequence i with seed S + i (default 0)\n"
+               "  --spec-vocab V  with --spec-tokens: drafts over the first V token ids only (the most\n"
+               "              frequent; the head reads V rows of the output head), verification over all\n"
+               "              (default %d; 0: the whole vocabulary)\n"
                "  --image WxH[,WxH...] [--mmproj FILE]\n"
                "              the vision tower alone: encoder time per image and patches/s for images of these\n"
                "              sizes in pixels (each side rounded to a multiple of 32; random pixels)\n"
@@ -67,7 +72,7 @@ static void usage(FILE *f) {
                "              and PATH's (a tokenizer.json), on a fresh grammar then cached, and decode\n"
                "              tokens/s with the grammar and without, alone and C at once (default 16; 1:\n"
                "              skip), up to -n tokens per request (0: skip)\n"
-               DS_CLI_LOAD_USAGE);
+               DS_CLI_LOAD_USAGE, DS_SPEC_VOCAB_DEFAULT);
 }
 
 static double now(void) {
@@ -245,6 +250,7 @@ int ds_cmd_bench(int argc, char **argv) {
     const char *schema = NULL, *grammar = NULL, *tokenizer = NULL, *images = NULL;
     long walks = 20, walk_len = 256, conc = 16;
     long p = 512, n = 128, threads = 0, reps = 3, spec = 0, prefix = 2048, spec_batch = 8, spec_max_batch = -1;
+    long spec_vocab = DS_SPEC_VOCAB_DEFAULT;
     double spec_mb = 0, temp = 0;
     uint64_t seed = 0;
     int json = 0, lr;
@@ -272,6 +278,7 @@ int ds_cmd_bench(int argc, char **argv) {
         else if (!strcmp(a, "--spec-tokens")) { if (ds_arg_int(a, v, 1, 8, &spec)) return 2; }
         else if (!strcmp(a, "--spec-batch")) { if (ds_arg_int(a, v, 1, 64, &spec_batch)) return 2; }
         else if (!strcmp(a, "--spec-max-batch")) { if (ds_arg_int(a, v, 0, 1 << 16, &spec_max_batch)) return 2; }
+        else if (!strcmp(a, "--spec-vocab")) { if (ds_arg_int(a, v, 0, INT_MAX, &spec_vocab)) return 2; }
         else if (!strcmp(a, "--spec-state-mb")) { if (ds_arg_float(a, v, 0.001, 1 << 22, &spec_mb)) return 2; }
         else if (!strcmp(a, "--temp")) { if (ds_arg_float(a, v, 0, 100, &temp)) return 2; }
         else if (!strcmp(a, "--seed")) { if (ds_arg_u64(a, v, &seed)) return 2; }
@@ -318,7 +325,7 @@ int ds_cmd_bench(int argc, char **argv) {
     if (workload) return ds_bench_shared_prefix(path, (int)threads, (int)prefix, json);
     if (spec)
         return ds_bench_spec(path, (int)threads, (int)spec, (size_t)(spec_mb * (1 << 20)), (int)spec_max_batch,
-                             (int)spec_batch, (int)n, (float)temp, seed, json);
+                             (int)spec_batch, (int)n, (float)temp, seed, json, (int)spec_vocab);
     int bs[MAX_BATCHES], nb = 0, bmax = 1;
     for (const char *s = blist; *s && nb < MAX_BATCHES;) {
         char *end;

@@ -84,6 +84,9 @@ static void usage(FILE *f) {
             "  --spec-tokens K        MTP drafts per step, at most (default 3; 0 = no speculation;\n"
             "                         models without an MTP head never speculate)\n"
             "  --spec-state-mb N      DeltaNet records kept while drafts are verified (default 256)\n"
+            "  --spec-vocab N         MTP drafts over the first N token ids only (the most frequent), so\n"
+            "                         a draft reads N rows of the output head; verification is over the\n"
+            "                         whole vocabulary, outputs never change (default 32768; 0: all)\n"
             "  --spec-max-batch N     no request drafts while more than N sequences run\n"
             "                         (default 4; 0: no limit)\n"
             "  --max-queue N          waiting requests accepted before 429 (default 0 = unlimited)\n"
@@ -318,6 +321,7 @@ int ds_cmd_serve(int argc, char **argv) {
         else if (!strcmp(a, "--spec-tokens")) { if (ds_arg_int(a, v, 0, DS_MAX_SPEC, &n)) return 2; c.engine.spec_tokens = (int)n; }
         else if (!strcmp(a, "--spec-max-batch")) { if (ds_arg_int(a, v, 0, 1 << 16, &n)) return 2; c.engine.spec_max_batch = (int)n; }
         else if (!strcmp(a, "--spec-state-mb")) { if (ds_arg_int(a, v, 0, 1L << 22, &n)) return 2; c.engine.spec_state_bytes = (size_t)n << 20; }
+        else if (!strcmp(a, "--spec-vocab")) { if (ds_arg_int(a, v, 0, INT_MAX, &n)) return 2; c.engine.spec_vocab = (int)n; }
         else if (!strcmp(a, "--max-queue")) { if (ds_arg_int(a, v, 0, 1 << 20, &n)) return 2; c.engine.max_queue = (int)n; }
         else if (!strcmp(a, "--threads")) { if (ds_arg_int(a, v, 0, 1024, &n)) return 2; c.n_threads = (int)n; }
         /* llama-server's -c / --ctx-size, vLLM's --max-model-len */

@@ -6,7 +6,7 @@
 # workload (one row per checkpoint interval), and the speculation benchmark
 # with a head that always agrees (every draft accepted; several sequences
 # verify in one step, and only one when --spec-state-mb holds the records of
-# one), and the constrained-decoding benchmark (--grammar, --schema) and its
+# one; --spec-vocab reported, bad values refused), and the constrained-decoding benchmark (--grammar, --schema) and its
 # refusals. Checks fields and their relations, never speeds.
 # Prints "ok NAME" / "FAIL NAME: ..." lines and "RESULT passed=N failed=M".
 # Env: DS_BIN, DS_TMP (tests/run.sh).
@@ -51,6 +51,20 @@ check "spec: every draft of an agreeing head accepted; several sequences verify 
 check "spec: a record budget for one sequence lets one verify per step" \
     "j['batch_verifying_per_step'] <= 1.0 and j['acceptance'] == 1.0" \
     --spec-tokens 2 -n 16 --spec-batch 4 --spec-state-mb 0.036
+# --spec-vocab: the subset in use is reported (the whole vocabulary by default on a vocabulary this
+# small), with the draft's share of a decode's weight reads and the model's tokens under each bound
+check "spec: drafts over the whole vocabulary when it is smaller than the default subset" \
+    "j['spec_vocab'] == j['n_vocab'] and j['draft_cost_ratio'] > 0 and j['tokens_below']['4096'] == 1.0" \
+    --spec-tokens 2 -n 8 --spec-batch 1
+check "spec: --spec-vocab 512 drafts over the first 512 ids" \
+    "j['spec_vocab'] == 512 and j['n_vocab'] > 512 and j['draft_cost_ratio'] > 0 and j['drafted'] > 0" \
+    --spec-tokens 2 -n 8 --spec-batch 1 --spec-vocab 512
+for v in -1 1000000 x; do
+    "$DS_BIN" bench -m "$model" --spec-tokens 2 -n 4 --spec-batch 1 --spec-vocab "$v" >"$T/v.out" 2>"$T/v.err"
+    rc=$?
+    [ "$rc" -eq 2 ] && grep -q -- "--spec-vocab" "$T/v.err" && ok "bench: --spec-vocab $v refused" \
+        || bad "bench: --spec-vocab $v refused" "exit $rc: $(head -c 300 "$T/v.err")"
+done
 # bench --grammar / --schema: compile time, masks over the model's tokenizer and the real Qwen3 one
 # (the same walks twice give the same number of masks: the cached pass walks the same states),
 # decode with and without the grammar, alone and 4 at once

@@ -345,7 +345,8 @@ double ds_model_draft_cost(const ds_model *m, int draft_vocab) {
     int nv = draft_vocab > 0 && draft_vocab < c->n_vocab ? draft_vocab : c->n_vocab;
     /* active parameters count the embedding, which a token reads one row of, and, untied, the head */
     double decode = (double)st.n_params_active - (c->tied_embeddings ? 0.0 : head);
-    return decode > 0 ? ((double)st.n_params_mtp + (double)nv * (double)c->n_embd) / decode : 0.0;
+    /* the MTP block's routed experts count as a decode's do: the ones a token reads */
+    return decode > 0 ? ((double)st.n_params_mtp_active + (double)nv * (double)c->n_embd) / decode : 0.0;
 }
 
 /* Image inputs: M-RoPE positions only for a model that has M-RoPE, each in

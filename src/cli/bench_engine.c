@@ -344,13 +344,14 @@ int ds_bench_spec(const char *path, int n_threads, int spec_tokens, size_t spec_
         close_model(&bm);
         return 1;
     }
-    if (spec_vocab > c->n_vocab) {
+    if (spec_vocab < 0) spec_vocab = DS_SPEC_VOCAB_DEFAULT; /* not given: the engine's, whatever the vocabulary */
+    else if (spec_vocab > c->n_vocab) {
         fprintf(stderr, "deltaserve bench: --spec-vocab %d: %s has %d tokens in its vocabulary (0 drafts over all)\n",
                 spec_vocab, path, c->n_vocab);
         close_model(&bm);
         return 2;
     }
-    int draft_vocab = spec_vocab > 0 ? spec_vocab : c->n_vocab;
+    int draft_vocab = spec_vocab > 0 && spec_vocab < c->n_vocab ? spec_vocab : c->n_vocab;
     /* verify cost: one forward of k+1 tokens against one of 1 token, at position 64 */
     ds_kv_pool kv;
     ds_state_pool st;

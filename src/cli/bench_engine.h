@@ -23,6 +23,7 @@ void ds_bench_load_options(const ds_load_options *lo);
 /* Returns the process exit code. */
 int ds_bench_shared_prefix(const char *path, int n_threads, int prefix_len, int json);
 int ds_bench_branch(const char *path, int n_threads, int prefix_len, int json);
+/* spec_vocab: drafts over the first spec_vocab token ids (0: all; < 0: the engine's default) */
 int ds_bench_spec(const char *path, int n_threads, int spec_tokens, size_t spec_state_bytes, int spec_max_batch,
                   int batch, int n_gen, float temp, uint64_t seed, int json, int spec_vocab);
 

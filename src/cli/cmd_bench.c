@@ -250,7 +250,7 @@ int ds_cmd_bench(int argc, char **argv) {
     const char *schema = NULL, *grammar = NULL, *tokenizer = NULL, *images = NULL;
     long walks = 20, walk_len = 256, conc = 16;
     long p = 512, n = 128, threads = 0, reps = 3, spec = 0, prefix = 2048, spec_batch = 8, spec_max_batch = -1;
-    long spec_vocab = DS_SPEC_VOCAB_DEFAULT;
+    long spec_vocab = -1; /* not given: the engine's default */
     double spec_mb = 0, temp = 0;
     uint64_t seed = 0;
     int json = 0, lr;

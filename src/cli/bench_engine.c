@@ -10,15 +10,21 @@
 #include "cli/cli_model.h"
 #include "engine/engine.h"
 
+/* token-id bounds the speculation bench counts the model's tokens under (the --spec-vocab sizes) */
+#define N_ID_BOUNDS 5
+static const int ID_BOUNDS[N_ID_BOUNDS] = {4096, 8192, 16384, 32768, 65536};
+
 typedef struct {
     double submitted, first;   /* times */
     int generated;
     int done;
+    int below[N_ID_BOUNDS];    /* tokens with an id below ID_BOUNDS[k] */
 } req_clock;
 
 static void on_event(const ds_event *ev, void *user) {
     req_clock *c = user;
     if (ev->finished) { c->done = 1; return; }
+    for (int k = 0; k < N_ID_BOUNDS; k++) c->below[k] += ev->token < ID_BOUNDS[k];
     if (c->generated++ == 0) c->first = ds_now();
 }
 
@@ -281,11 +287,12 @@ static double time_calls(ds_model *m, ds_kv_pool *kv, ds_state_pool *st, int pos
  * temp) decoding at once through an engine, timed from their first token to the end; *st gets the
  * engine's counters. */
 static int decode_rate(ds_model *m, const ds_bench_spec_params *sp, int spec, int n, double *tok_s,
-                       ds_engine_stats *st) {
+                       ds_engine_stats *st, double *below) {
     ds_engine_params ep;
     ds_engine_defaults(&ep);
     ep.spec_tokens = spec ? sp->spec_tokens : 0;
     ep.spec_policy = sp->spec_policy;
+    ep.spec_vocab = sp->spec_vocab;
     if (sp->spec_state_bytes) ep.spec_state_bytes = sp->spec_state_bytes;
     if (sp->spec_max_batch >= 0) ep.spec_max_batch = sp->spec_max_batch;
     int n_gen = sp->n_gen;
@@ -313,12 +320,15 @@ static int decode_rate(ds_model *m, const ds_bench_spec_params *sp, int spec, in
     run_requests_sampled(eng, prompts, lens, n, n_gen, clk, sp->temp, sp->mix, sp->seed);
     /* the prompts are prefilled together, so every first token comes out of the same step */
     double end = ds_now(), start = clk[0].first;
-    int tokens = 0;
+    int tokens = 0, all = 0, below_n[N_ID_BOUNDS] = {0};
     for (int i = 0; i < n; i++) {
         if (clk[i].first < start) start = clk[i].first;
         tokens += clk[i].generated - 1;
+        all += clk[i].generated;
+        for (int k = 0; k < N_ID_BOUNDS; k++) below_n[k] += clk[i].below[k];
     }
     *tok_s = (double)tokens / (end - start);
+    for (int k = 0; below && k < N_ID_BOUNDS; k++) below[k] = all ? (double)below_n[k] / all : 0.0;
     ds_engine_stats_get(eng, st);
     ds_engine_free(eng);
     free(buf);
@@ -336,6 +346,17 @@ int ds_bench_spec(const char *path, int n_threads, const ds_bench_spec_params *s
         close_model(&bm);
         return 1;
     }
+    int spec_vocab = sp->spec_vocab;
+    if (spec_vocab < 0) spec_vocab = DS_SPEC_VOCAB_DEFAULT; /* not given: the engine's, whatever the vocabulary */
+    else if (spec_vocab > c->n_vocab) {
+        fprintf(stderr, "deltaserve bench: --spec-vocab %d: %s has %d tokens in its vocabulary (0 drafts over all)\n",
+                spec_vocab, path, c->n_vocab);
+        close_model(&bm);
+        return 2;
+    }
+    int draft_vocab = spec_vocab > 0 && spec_vocab < c->n_vocab ? spec_vocab : c->n_vocab;
+    ds_bench_spec_params vsp = *sp;
+    vsp.spec_vocab = spec_vocab;
     /* verify cost: one forward of k+1 tokens against one of 1 token, at position 64 */
     ds_kv_pool kv;
     ds_state_pool st;
@@ -356,9 +377,10 @@ int ds_bench_spec(const char *path, int n_threads, const ds_bench_spec_params *s
     /* decode speed through the engine, one sequence and `batch` at once, with and without drafts */
     double tok_s[2], batch_tok_s[2] = {0, 0};
     ds_engine_stats sst = {0}, bst = {0};
+    double below[N_ID_BOUNDS]; /* of the model's own tokens (the same with or without drafts) */
     for (int spec = 0; spec < 2; spec++) {
-        if (decode_rate(bm.model, sp, spec, 1, &tok_s[spec], &sst) ||
-            (batch > 1 && decode_rate(bm.model, sp, spec, batch, &batch_tok_s[spec], &bst))) {
+        if (decode_rate(bm.model, &vsp, spec, 1, &tok_s[spec], &sst, spec ? NULL : below) ||
+            (batch > 1 && decode_rate(bm.model, &vsp, spec, batch, &batch_tok_s[spec], &bst, NULL))) {
             close_model(&bm);
             return 1;
         }
@@ -376,14 +398,19 @@ int ds_bench_spec(const char *path, int n_threads, const ds_bench_spec_params *s
         printf("{\"spec_tokens\": %d, \"temperature\": %g, \"tg_tok_s\": %.2f, \"tg_tok_s_spec\": %.2f, \"speedup\": %.3f, "
                "\"verify_cost_ratio\": %.3f, \"acceptance\": %.3f, \"draft_acceptance\": %.3f, \"mean_accepted\": %.3f, "
                "\"drafted\": %lld, \"batch\": %d, \"batch_tok_s\": %.2f, \"batch_tok_s_spec\": %.2f, "
-               "\"batch_speedup\": %.3f, \"batch_verifying_per_step\": %.2f, \"policy\": \"%s\", \"mix\": %s, "
+               "\"batch_speedup\": %.3f, \"batch_verifying_per_step\": %.2f, \"spec_vocab\": %d, \"n_vocab\": %d, "
+               "\"draft_cost_ratio\": %.3f, \"tokens_below\": {\"4096\": %.3f, \"8192\": %.3f, \"16384\": %.3f, "
+               "\"32768\": %.3f, \"65536\": %.3f}, \"policy\": \"%s\", \"mix\": %s, "
                "\"batch_plan_drafting\": %.3f, \"batch_drafts_per_step\": %.2f}\n",
                spec_tokens, temp, tok_s[0], tok_s[1], tok_s[1] / tok_s[0], t_ver / t_dec, acc, per_draft, mean_len,
                (long long)sst.spec_drafted, batch, batch_tok_s[0], batch_tok_s[1],
-               batch_tok_s[0] > 0 ? batch_tok_s[1] / batch_tok_s[0] : 0.0, verifying, policy,
+               batch_tok_s[0] > 0 ? batch_tok_s[1] / batch_tok_s[0] : 0.0, verifying, draft_vocab, c->n_vocab,
+               ds_model_draft_cost(bm.model, draft_vocab), below[0], below[1], below[2], below[3], below[4], policy,
                sp->mix ? "true" : "false", plan_drafting, drafts_per_step);
     } else {
         printf("| %-32s | %12s |\n|----------------------------------|-------------:|\n", "", "");
+        printf("| %-32s | %12d |\n", "drafts over token ids below", draft_vocab);
+        printf("| %-32s | %11.2fx |\n", "draft reads / decode reads", ds_model_draft_cost(bm.model, draft_vocab));
         printf("| %-32s | %12.2f |\n", "decode tok/s, no speculation", tok_s[0]);
         printf("| decode tok/s, %d drafts per step%*s | %12.2f |\n", spec_tokens, spec_tokens > 9 ? 0 : 1, "", tok_s[1]);
         printf("| %-32s | %11.2fx |\n", "speed-up", tok_s[1] / tok_s[0]);
@@ -391,6 +418,7 @@ int ds_bench_spec(const char *path, int n_threads, const ds_bench_spec_params *s
         printf("| %-32s | %11.0f%% |\n", "drafts accepted", 100 * acc);
         printf("| %-32s | %11.0f%% |\n", "accepted of those compared", 100 * per_draft);
         printf("| %-32s | %12lld |\n", "drafts made", (long long)sst.spec_drafted);
+        printf("| %-32s | %4.0f%%,%5.0f%% |\n", "model's tokens below 16k, 32k", 100 * below[2], 100 * below[3]);
         printf("| %-32s | %12.2f |\n", "mean accepted per verify", mean_len);
         if (batch > 1) {
             printf("| %2d sequences: tok/s, no drafts   | %12.2f |\n", batch, batch_tok_s[0]);

@@ -30,6 +30,7 @@ typedef struct {
     float temp;                 /* 0: greedy; else sequence i samples at temp with seed seed + i */
     int mix;                    /* 1: only the odd sequences sample (at temp), the even ones are greedy */
     uint64_t seed;
+    int spec_vocab;             /* drafts over the first spec_vocab token ids (0: all; < 0: the engine's default) */
 } ds_bench_spec_params;
 int ds_bench_spec(const char *path, int n_threads, const ds_bench_spec_params *sp, int json);
 

@@ -12,6 +12,7 @@
  * --depth D: every test starts after a context of D tokens (each sequence
  * prefilled once, its DeltaNet state kept and put back before each run), as
  * llama-bench's -d. */
+#include <limits.h>
 #include <math.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -25,11 +26,11 @@
 #include "cli/bench_kernel.h"
 #include "cli/bench_peak.h"
 #include "cli/bench_roofline.h"
-#include "engine/engine.h"
 #include "cli/bench_vision.h"
 #include "cli/cli_hub.h"
 #include "cli/cli_model.h"
 #include "cli/commands.h"
+#include "engine/engine.h"
 #include "kernels/cpu.h"
 #include "loading/model_file.h"
 #include "model/model.h"
@@ -69,6 +70,9 @@ static void usage(FILE *f) {
                "              acceptance); T: the sequences sample at temperature T (default 0: greedy),\n"
                "              sequence i with seed S + i (default 0); --spec-mix: only the odd sequences\n"
                "              sample at T (> 0), the even ones decode greedily\n"
+               "  --spec-vocab V  with --spec-tokens: drafts over the first V token ids only (the most\n"
+               "              frequent; the head reads V rows of the output head), verification over all\n"
+               "              (default %d; 0: the whole vocabulary)\n"
                "  --image WxH[,WxH...] [--mmproj FILE]\n"
                "              the vision tower alone: encoder time per image and patches/s for images of these\n"
                "              sizes in pixels (each side rounded to a multiple of 32; random pixels)\n"
@@ -79,7 +83,7 @@ static void usage(FILE *f) {
                "              and PATH's (a tokenizer.json), on a fresh grammar then cached, and decode\n"
                "              tokens/s with the grammar and without, alone and C at once (default 16; 1:\n"
                "              skip), up to -n tokens per request (0: skip)\n"
-               DS_CLI_LOAD_USAGE);
+               DS_CLI_LOAD_USAGE, DS_SPEC_VOCAB_DEFAULT);
 }
 
 static double now(void) {
@@ -282,6 +286,7 @@ int ds_cmd_bench(int argc, char **argv) {
     const char *schema = NULL, *grammar = NULL, *tokenizer = NULL, *images = NULL;
     long walks = 20, walk_len = 256, conc = 16;
     long p = 512, n = 128, threads = 0, reps = 3, depth = 0, spec = 0, prefix = 2048, spec_batch = 8, spec_max_batch = -1;
+    long spec_vocab = -1; /* not given: the engine's default */
     double spec_mb = 0, temp = 0;
     uint64_t seed = 0;
     int json = 0, lr, spec_policy = DS_SPEC_POLICY_BATCH, spec_mix = 0;
@@ -316,6 +321,7 @@ int ds_cmd_bench(int argc, char **argv) {
             else if (!strcmp(v, "request")) spec_policy = DS_SPEC_POLICY_REQUEST;
             else { fprintf(stderr, "deltaserve bench: --spec-policy '%s' is not batch or request\n", v); return 2; }
         }
+        else if (!strcmp(a, "--spec-vocab")) { if (ds_arg_int(a, v, 0, INT_MAX, &spec_vocab)) return 2; }
         else if (!strcmp(a, "--spec-state-mb")) { if (ds_arg_float(a, v, 0.001, 1 << 22, &spec_mb)) return 2; }
         else if (!strcmp(a, "--temp")) { if (ds_arg_float(a, v, 0, 100, &temp)) return 2; }
         else if (!strcmp(a, "--seed")) { if (ds_arg_u64(a, v, &seed)) return 2; }
@@ -368,7 +374,7 @@ int ds_cmd_bench(int argc, char **argv) {
         ds_bench_spec_params sp = {.spec_tokens = (int)spec, .spec_state_bytes = (size_t)(spec_mb * (1 << 20)),
                                    .spec_max_batch = (int)spec_max_batch, .spec_policy = spec_policy,
                                    .batch = (int)spec_batch, .n_gen = (int)n, .temp = (float)temp, .mix = spec_mix,
-                                   .seed = seed};
+                                   .seed = seed, .spec_vocab = (int)spec_vocab};
         return ds_bench_spec(path, (int)threads, &sp, json);
     }
     int bs[MAX_BATCHES], nb = 0, bmax = 1;

@@ -100,6 +100,13 @@ static void print_info(const ds_model_file *m, int has_vision) {
     print_serve_memory(c, &st, has_vision);
     if (ds_model_mtp_path(m) && strcmp(ds_model_mtp_path(m), ds_model_path(m)) != 0)
         printf("MTP head       from %s\n", ds_model_mtp_path(m));
+    if (c->n_mtp) {
+        ds_engine_params p;
+        ds_engine_defaults(&p);
+        int dv = p.spec_vocab > 0 && p.spec_vocab < c->n_vocab ? p.spec_vocab : c->n_vocab;
+        printf("MTP drafts     over token ids 0..%d of %d (serve's default --spec-vocab; verified over all)\n", dv - 1,
+               c->n_vocab);
+    }
     printf("stop tokens    ");
     for (int i = 0; i < c->n_eos; i++) printf("%s%d", i ? ", " : "", c->eos_ids[i]);
     printf("%s\n", c->n_eos ? "" : "none");

@@ -50,6 +50,9 @@ static void usage(FILE *f) {
             "  --shard-mb N        safetensors: shards of about N MiB with an index\n"
             "  --mtp-agree P       make the MTP head draft what the model says for a fraction P (0..1) of\n"
             "                      tokens, for testing and measuring speculative decoding\n"
+            "  --vocab-skew A      scale output-head row v by (1 + v/1024)^-A so that the model's choices\n"
+            "                      fall mostly on low ids, as a real model's do on a merge-ranked BPE\n"
+            "                      vocabulary (0.11: about 96%% below id 32768 on a 248k vocabulary)\n"
             "  --threads N         quantise on N threads (default: one per core); the file is the same for any N\n"
             "  --mmproj PATH       also write the shape's vision tower (random, the real shapes) as llama.cpp's\n"
             "                      mmproj GGUF file PATH (projector qwen3vl_merger)\n"
@@ -139,6 +142,9 @@ static int make_model(int argc, char **argv, const char **tensor_types) {
             if (ds_arg_float(a, v, 0, 1, &x)) return 2;
             o.mtp_agree_set = 1;
             o.mtp_agree = (float)x;
+        } else if (!strcmp(a, "--vocab-skew")) {
+            if (ds_arg_float(a, v, 0, 10, &x)) return 2;
+            o.vocab_skew = (float)x;
         } else if (!strcmp(a, "--threads")) {
             if (ds_arg_int(a, v, 0, 1024, &n)) return 2;
             o.n_threads = (int)n;

@@ -90,6 +90,9 @@ static void usage(FILE *f) {
             "                         (each request by its own acceptance, whatever the batch)\n"
             "  --spec-max-batch N     a cap: no request drafts while more than N sequences run\n"
             "                         (default 0: none, the policy decides)\n"
+            "  --spec-vocab N         MTP drafts over the first N token ids only (the most frequent), so\n"
+            "                         a draft reads N rows of the output head; verification is over the\n"
+            "                         whole vocabulary, outputs never change (default 32768; 0: all)\n"
             "  --max-queue N          waiting requests accepted before 429 (default 0 = unlimited)\n"
             "  --threads N            compute threads (default: one per core)\n"
             "  -c, --ctx-size, --max-model-len, --ctx N\n"
@@ -335,6 +338,7 @@ int ds_cmd_serve(int argc, char **argv) {
         }
         else if (!strcmp(a, "--spec-max-batch")) { if (ds_arg_int(a, v, 0, 1 << 16, &n)) return 2; c.engine.spec_max_batch = (int)n; }
         else if (!strcmp(a, "--spec-state-mb")) { if (ds_arg_int(a, v, 0, 1L << 22, &n)) return 2; c.engine.spec_state_bytes = (size_t)n << 20; }
+        else if (!strcmp(a, "--spec-vocab")) { if (ds_arg_int(a, v, 0, INT_MAX, &n)) return 2; c.engine.spec_vocab = (int)n; }
         else if (!strcmp(a, "--max-queue")) { if (ds_arg_int(a, v, 0, 1 << 20, &n)) return 2; c.engine.max_queue = (int)n; }
         else if (!strcmp(a, "--threads")) { if (ds_arg_int(a, v, 0, 1024, &n)) return 2; c.n_threads = (int)n; }
         /* llama-server's -c / --ctx-size, vLLM's --max-model-len */

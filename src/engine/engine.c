@@ -37,6 +37,7 @@ void ds_engine_defaults(ds_engine_params *p) {
                             .step_tokens = 512, .prefill_chunk = 256, .checkpoint_interval = 512,
                             .prefix_cache = 1, .max_queue = 0, .spec_tokens = 3,
                             .spec_state_bytes = (size_t)256 << 20};
+    p->spec_vocab = DS_SPEC_VOCAB_DEFAULT;
 }
 
 /* --- set-up --- */
@@ -88,6 +89,9 @@ ds_status ds_engine_new(ds_model *model, const ds_engine_params *params, ds_engi
                        "engine: the model takes at most %d tokens per call, the engine's steps need %d "
                        "(step tokens %d, prefill chunk %d; see ds_engine_required_batch_capacity)",
                        have, need, p.step_tokens, p.prefill_chunk);
+    if (p.spec_vocab < 0)
+        return ds_fail(e, DS_EINVAL, "engine: a draft vocabulary of %d tokens (0: the whole vocabulary, or 1 and up)",
+                       p.spec_vocab);
     if (p.step_tokens < p.prefill_chunk) p.step_tokens = p.prefill_chunk;
     if (p.max_running < 1) p.max_running = 1;
     ds_engine *g = calloc(1, sizeof *g);
@@ -154,7 +158,8 @@ ds_status ds_engine_new(ds_model *model, const ds_engine_params *params, ds_engi
     /* speculation: drafts need the MTP head's own KV (one layer, same page ids) and verify slots */
     if (!s && n_vslots > 0) {
         g->spec_max = p.spec_tokens < DS_MAX_SPEC ? p.spec_tokens : DS_MAX_SPEC;
-        g->draft_cost = ds_model_draft_cost(model);
+        g->draft_vocab = p.spec_vocab > 0 && p.spec_vocab < c->n_vocab ? p.spec_vocab : c->n_vocab;
+        g->draft_cost = ds_model_draft_cost(model, g->draft_vocab);
         size_t mtp_page = (size_t)p.page_size * (size_t)c->n_head_kv * (size_t)c->head_dim * 2 * sizeof(float);
         s = ds_kv_pool_init(&g->mtp_kv, 1, c->n_head_kv, c->head_dim, p.page_size, mtp_page * (size_t)g->kv.n_pages, e);
     }
@@ -163,7 +168,7 @@ ds_status ds_engine_new(ds_model *model, const ds_engine_params *params, ds_engi
     g->hidden = malloc((size_t)n_rows * H * sizeof *g->hidden);
     g->mtp_hidden_in = malloc((size_t)n_rows * H * sizeof(float));
     g->mtp_hidden_out = malloc((size_t)n_rows * H * sizeof(float));
-    g->mtp_logits = malloc((size_t)n_rows * (size_t)c->n_vocab * sizeof(float));
+    g->mtp_logits = malloc((size_t)n_rows * (size_t)(g->draft_vocab ? g->draft_vocab : c->n_vocab) * sizeof(float));
     g->mtp_rows = malloc((size_t)n_rows * sizeof *g->mtp_rows);
     g->mtp_seqs = malloc((size_t)p.max_running * sizeof *g->mtp_seqs);
     g->mtp_req = malloc((size_t)p.max_running * sizeof *g->mtp_req);
@@ -741,11 +746,12 @@ int ds_engine_append(ds_engine *g, req *r, int32_t t, const float *logits) {
     return 1;
 }
 
-ds_filter_result ds_engine_filter(ds_engine *g, req *r, int n_answer, const float *logits) {
+ds_filter_result ds_engine_filter(ds_engine *g, req *r, int n_answer, const float *logits, int n_logits) {
     int V = g->cfg->n_vocab;
     memset(g->allowed, 0, DS_MASK_WORDS(V) * sizeof *g->allowed);
     ds_filter_result f = r->p.filter(r->p.filter_user, r->tokens + r->n_prompt, n_answer, g->allowed, V);
     if (f != DS_FILTER_MASK) return f;
+    V = n_logits; /* the mask is the whole vocabulary's; a draft's logits cover only its first tokens */
     /* by words: a speculating request masks up to 2k + 1 rows a step, and masks are mostly runs */
     for (size_t w = 0, words = DS_MASK_WORDS(V); w < words; w++) {
         uint32_t bits = g->allowed[w];
@@ -781,7 +787,7 @@ void ds_engine_note_choice(ds_engine *g, req *r, double seconds, int n) {
 static int sample_next(ds_engine *g, req *r, const float *logits) {
     const float *from = logits;
     if (r->p.filter && !r->filter_done) {
-        ds_filter_result f = ds_engine_filter(g, r, r->n_generated, logits);
+        ds_filter_result f = ds_engine_filter(g, r, r->n_generated, logits, g->cfg->n_vocab);
         if (f == DS_FILTER_DONE) r->filter_done = 1;
         if (f == DS_FILTER_MASK) from = g->filtered;
         if (f == DS_FILTER_ERROR) {

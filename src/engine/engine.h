@@ -46,6 +46,10 @@ typedef struct {
                                  * as far as the KV pages reach */
     int max_queue;              /* waiting requests accepted (0: unlimited) */
     int spec_tokens;            /* MTP drafts per step, at most (0: no speculation; models without an MTP head never speculate) */
+    int spec_vocab;             /* drafts come from the head's logits over the vocabulary's first spec_vocab
+                                 * tokens (the most frequent: BPE ids follow merge rank), the head reading only
+                                 * those rows; verification keeps the whole vocabulary, so outputs never change
+                                 * (0, or spec_vocab >= n_vocab: the whole vocabulary) */
     size_t spec_state_bytes;    /* DeltaNet verify records (k+1 per speculating sequence) */
     int spec_policy;            /* ds_spec_policy: who drafts how many (default DS_SPEC_POLICY_BATCH) */
     int spec_max_batch;         /* a user's cap: no request drafts while more sequences than this run (0: none;
@@ -61,6 +65,8 @@ typedef struct {
 } ds_engine_params;
 
 #define DS_MAX_SPEC 8
+/* The default spec_vocab: see the README, "Speculation over a vocabulary subset", for the measurement */
+#define DS_SPEC_VOCAB_DEFAULT 32768
 
 /* Speculation policies (spec_policy.h).
  *   BATCH: each step, from the whole batch, which sequences draft and how many, to make the most tokens

@@ -128,6 +128,7 @@ struct ds_engine {
     int64_t n_plans;
     ds_spec_cand *cand;         /* [max_running] a plan's candidates */
     req **cand_req;
+    int draft_vocab;            /* drafts are drawn over token ids 0..draft_vocab-1 (mtp_logits rows are that wide) */
     ds_kv_pool mtp_kv;          /* the MTP head's KV, indexed by the same page ids */
     ds_state_pool records;      /* verify records (a record is ~1/11 of a state slot) */
     ds_id_pool vslots;          /* slots of records */
@@ -162,9 +163,11 @@ int ds_engine_append(ds_engine *g, req *r, int32_t token, const float *logits);
 
 /* Asks r's token filter (set, not done) about the token that follows the
  * first n_answer tokens of r's answer, drafts past n_tokens included. On
- * DS_FILTER_MASK g->allowed holds its answer and g->filtered the logits with
- * every token it refused at -inf; the caller records DS_FILTER_DONE. */
-ds_filter_result ds_engine_filter(ds_engine *g, req *r, int n_answer, const float *logits);
+ * DS_FILTER_MASK g->allowed holds its answer (over the whole vocabulary) and
+ * g->filtered the logits of tokens 0..n_logits-1 (n_vocab, or a draft's
+ * subset) with every token it refused at -inf; the caller records
+ * DS_FILTER_DONE. */
+ds_filter_result ds_engine_filter(ds_engine *g, req *r, int n_answer, const float *logits, int n_logits);
 /* Ends r with an error (its answer so far stays delivered). */
 void ds_engine_fail_request(ds_engine *g, req *r, const char *why);
 

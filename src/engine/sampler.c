@@ -29,6 +29,12 @@ void ds_sampler_scratch_free(ds_sampler_scratch *s) {
     memset(s, 0, sizeof *s);
 }
 
+ds_sampler_scratch ds_sampler_scratch_prefix(const ds_sampler_scratch *s, int n) {
+    ds_sampler_scratch v = *s;
+    if (n > 0 && n < s->n_vocab) v.n_vocab = n;
+    return v;
+}
+
 void ds_sampler_init(ds_sampler *s, const ds_sampling_params *p) { s->p = *p; }
 
 /* splitmix64's finaliser: a bijection of 64-bit words whose outputs pass as independent */

@@ -57,6 +57,13 @@ typedef struct {
 
 int ds_sampler_scratch_init(ds_sampler_scratch *s, int n_vocab);
 void ds_sampler_scratch_free(ds_sampler_scratch *s);
+/* s seen as the scratch of a vocabulary of its first n tokens (1..s->n_vocab;
+ * it shares s's memory): sampling with it draws from logits over tokens
+ * 0..n-1 only, as if the vocabulary ended there (penalties and biases of
+ * later tokens skipped, softmax and truncations over the n). A token's noise
+ * depends on its id alone, so without truncations such a draw is the whole
+ * vocabulary's draw (the same logits) whenever that one falls below n. */
+ds_sampler_scratch ds_sampler_scratch_prefix(const ds_sampler_scratch *s, int n);
 
 void ds_sampler_init(ds_sampler *s, const ds_sampling_params *p);
 

@@ -20,7 +20,13 @@
  *   3. draft: the MTP head is fed (h_t, x_{t+1}) for every position the step
  *      kept (this also fills its own KV cache, prompt included), and drafts
  *      d1 from its last row, then d2..dk one batched MTP row per request at a
- *      time, each from its own previous output.
+ *      time, each from its own previous output. The head's logits cover only
+ *      the vocabulary's first draft_vocab tokens (the most frequent: BPE ids
+ *      follow merge rank), so a draft reads that part of the output head and
+ *      not all of it; it is drawn over them with the same key (greedy: their
+ *      argmax). A model choice outside the subset just rejects the draft.
+ *      Verification keeps the whole vocabulary: the subset changes how often
+ *      drafts are kept, never what is emitted.
  * A request whose token filter narrows its choices speculates too: draft j
  * is drawn from the head's logits masked by the filter's answer for the
  * answer so far plus drafts 1..j-1 (drafting stops where the filter leaves
@@ -133,6 +139,13 @@ static int32_t choose(ds_engine *g, req *r, const float *logits, int pos) {
     return t;
 }
 
+/* choose over the draft vocabulary: logits of its first draft_vocab tokens, the same key, so a draft
+ * is the head's own draw over the whole vocabulary whenever that one is in the subset (sampler.h) */
+static int32_t choose_in_subset(ds_engine *g, const req *r, const float *logits, int pos) {
+    ds_sampler_scratch sub = ds_sampler_scratch_prefix(&g->scratch, g->draft_vocab);
+    return ds_sampler_sample(&r->sampler, logits, r->tokens + r->n_prompt, pos - r->n_prompt, pos, &sub);
+}
+
 /* The k that gives the most tokens per unit of time at per-draft acceptance
  * p: a step with k drafts yields 1 + p + ... + p^k tokens on average and
  * costs, in decode steps, 1 + k VERIFY_ROW (a verify's extra rows, which the
@@ -231,7 +244,7 @@ static const float *filtered_row(ds_engine *g, req *r, int i, const float *row) 
         r->filter_done = 1;
         return row;
     }
-    ds_filter_result f = ds_engine_filter(g, r, r->n_generated + i, row);
+    ds_filter_result f = ds_engine_filter(g, r, r->n_generated + i, row, g->cfg->n_vocab);
     if (f == DS_FILTER_DONE) r->filter_done = 1;
     if (f == DS_FILTER_ERROR) r->filter_failed = 1; /* the drafts before i are the model's: the answer fails there */
     return f == DS_FILTER_MASK ? g->filtered : row;
@@ -279,13 +292,14 @@ int ds_spec_accept(ds_engine *g, req *r, const float *logits) {
     return ds_engine_append(g, r, next, logits + (size_t)a * V);
 }
 
-/* Chooses draft j of r from the MTP logits, as the model would choose the token at that position
- * (same sampler, same key, the same filter); the draft is written past n_tokens so penalties and
- * the filter see it. Returns 0, drafting nothing, when the filter leaves the head nothing to draw. */
+/* Chooses draft j of r from the MTP logits (over the draft vocabulary), as the model would choose
+ * the token at that position (same sampler, same key, the same filter); the draft is written past
+ * n_tokens so penalties and the filter see it. Returns 0, drafting nothing, when the filter leaves
+ * the head nothing to draw in the subset. */
 static int choose_draft(ds_engine *g, req *r, int j, const float *mtp_logits) {
     const float *from = mtp_logits;
     if (r->p.filter && !r->filter_done && j < r->draft_free_from) {
-        ds_filter_result f = ds_engine_filter(g, r, r->n_generated + j, mtp_logits);
+        ds_filter_result f = ds_engine_filter(g, r, r->n_generated + j, mtp_logits, g->draft_vocab);
         if (f == DS_FILTER_DONE) {
             if (j == 0) r->filter_done = 1; /* the answer it saw holds no draft */
             else r->draft_free_from = j;
@@ -293,9 +307,9 @@ static int choose_draft(ds_engine *g, req *r, int j, const float *mtp_logits) {
         if (f == DS_FILTER_MASK) from = g->filtered;
         if (f == DS_FILTER_ERROR) return 0; /* a dead end on the drafts' path: no draft; verify decides */
     }
-    int32_t d = choose(g, r, from, r->n_tokens + j);
+    int32_t d = choose_in_subset(g, r, from, r->n_tokens + j);
     /* an empty mask (or one the head gives no mass) draws a refused token: no draft there */
-    if (from == g->filtered && (d < 0 || d >= g->cfg->n_vocab || !DS_MASK_HAS(g->allowed, d) || !(from[d] > -INFINITY)))
+    if (from == g->filtered && (d < 0 || d >= g->draft_vocab || !DS_MASK_HAS(g->allowed, d) || !(from[d] > -INFINITY)))
         return 0;
     r->drafts[j] = d;
     r->tokens[r->n_tokens + j] = d;
@@ -378,7 +392,8 @@ static void plan_step(ds_engine *g, req **reqs, int n) {
 }
 
 void ds_spec_draft(ds_engine *g, req **reqs, int n) {
-    size_t H = (size_t)g->cfg->n_embd, V = (size_t)g->cfg->n_vocab;
+    size_t H = (size_t)g->cfg->n_embd, V = (size_t)g->draft_vocab; /* the MTP logits' width */
+    int32_t subset = g->draft_vocab < g->cfg->n_vocab ? g->draft_vocab : 0;
     int n_rows = 0, n_seqs = 0, any_image = 0;
     plan_step(g, reqs, n);
     /* 1. catch-up rows: (h_t, x_{t+1}) for every position this step kept */
@@ -405,7 +420,7 @@ void ds_spec_draft(ds_engine *g, req **reqs, int n) {
     }
     if (n_rows == 0) return;
     ds_batch b = {.tokens = g->mtp_rows, .n_tokens = n_rows, .seqs = g->mtp_seqs, .n_seqs = n_seqs,
-                  .logits = g->mtp_logits, .hidden = g->mtp_hidden_out};
+                  .logits = g->mtp_logits, .hidden = g->mtp_hidden_out, .logits_vocab = subset};
     ds_image_batch(g, &b, any_image, g->mtp_rope, g->mtp_embd);
     if (mtp_call(g, &b, g->mtp_req, n_seqs, &g->cost_catchup) != DS_OK) return; /* no drafts */
     /* 2. first drafts; requests that cannot hold k more positions draft fewer */
@@ -439,7 +454,7 @@ void ds_spec_draft(ds_engine *g, req **reqs, int n) {
         }
         if (m == 0) break;
         ds_batch bj = {.tokens = g->mtp_rows, .n_tokens = m, .seqs = g->mtp_seqs, .n_seqs = m,
-                       .logits = g->mtp_logits, .hidden = g->mtp_hidden_out};
+                       .logits = g->mtp_logits, .hidden = g->mtp_hidden_out, .logits_vocab = subset};
         ds_image_batch(g, &bj, any, g->mtp_rope, g->mtp_embd);
         if (mtp_call(g, &bj, g->mtp_req, m, &g->cost_draft) != DS_OK) break;
         for (int s = 0; s < m; s++) {

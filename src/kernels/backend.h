@@ -129,6 +129,10 @@ typedef struct ds_backend_ops {
     ds_status (*reserve)(ds_backend *be, const ds_be_limits *lim, ds_err *e);
     /* y = W x for several weights that share x [n][cols] */
     void (*matmul)(ds_backend *be, const ds_mm_out *outs, int n_outs, const float *x, int64_t ldx, int64_t n);
+    /* y = W x over W's first `rows` rows only: their bytes alone are read, and each row gets the
+     * bits the whole product gives it (the MTP head's drafts over the vocabulary's first tokens) */
+    void (*matmul_rows)(ds_backend *be, float *y, int64_t ldy, const ds_bweight *w, int64_t rows, const float *x,
+                        int64_t ldx, int64_t n);
     /* several products in one pass, each group with its own input (MoE
      * experts); every group's weights have the same width */
     void (*matmul_grouped)(ds_backend *be, const ds_mm_group *groups, int n_groups);
@@ -203,6 +207,10 @@ static inline void ds_be_matmul1(ds_backend *be, float *y, int64_t ldy, const ds
                                  int64_t ldx, int64_t n) {
     ds_mm_out o = {y, ldy, w};
     be->ops->matmul(be, &o, 1, x, ldx, n);
+}
+static inline void ds_be_matmul_rows(ds_backend *be, float *y, int64_t ldy, const ds_bweight *w, int64_t rows,
+                                     const float *x, int64_t ldx, int64_t n) {
+    be->ops->matmul_rows(be, y, ldy, w, rows, x, ldx, n);
 }
 
 #endif

@@ -246,6 +246,7 @@ typedef struct mm_job {
     int64_t row0[MAX_ITEMS + 1];        /* first scratch row of each group */
     int n_mm;
     ds_mm mm[MAX_ITEMS];                /* one per (group, weight) */
+    ds_wmat wv[MAX_ITEMS];              /* per (group, weight): its weight, cut to the rows asked for */
     ds_mm_fn fn[MAX_ITEMS];
     ds_xq xqv[MAX_ITEMS];               /* per group: views of the scratch at its rows */
     int64_t first_chunk[MAX_ITEMS + 1];
@@ -330,10 +331,14 @@ static void matmul_run(cpu_backend *cb, const ds_mm_group *groups, int n_groups)
         const ds_mm_group *gr = &groups[g];
         if (j->need_q) xq_at(&j->xqv[g], &j->xq, j->row0[g]);
         for (int o = 0; o < gr->n_outs; o++) {
-            const ds_wmat *w = &gr->outs[o].w->m;
+            int i = j->n_mm++;
+            /* a prefix of the rows is the same matrix with fewer rows: row-major blocks and
+             * 16-row packed groups both keep the first rows first */
+            j->wv[i] = gr->outs[o].w->m;
+            if (cb->row_limit > 0 && cb->row_limit < j->wv[i].rows) j->wv[i].rows = cb->row_limit;
+            const ds_wmat *w = &j->wv[i];
             ds_dtype t = w->type;
             int quant = ds_mm_reads_xq(t);
-            int i = j->n_mm++;
             j->fn[i] = t == DS_BF16 && cb->bf16_mm ? cb->bf16_mm : cb->k->mm[t];
             if (quant && !w->packed) j->fn[i] = ds_kern_ref.mm[t]; /* not packable (odd width): GGUF blocks */
             j->mm[i] = (ds_mm){.y = gr->outs[o].y, .ldy = gr->outs[o].ldy, .w = w, .n = gr->n, .x = gr->x, .ldx = gr->ldx,
@@ -401,6 +406,15 @@ static void cpu_matmul(ds_backend *be, const ds_mm_out *outs, int n_outs, const 
         for (int k = 0; k < g[ng].n_outs; k++) g[ng].outs[k] = outs[o + k];
     }
     cpu_matmul_grouped(be, g, ng);
+}
+
+static void cpu_matmul_rows(ds_backend *be, float *y, int64_t ldy, const ds_bweight *w, int64_t rows, const float *x,
+                            int64_t ldx, int64_t n) {
+    cpu_backend *cb = (cpu_backend *)be;
+    ds_mm_out o = {y, ldy, w};
+    cb->row_limit = rows > 0 ? rows : 0; /* matmul_run cuts the weight; a backend has one driving thread */
+    cpu_matmul(be, &o, 1, x, ldx, n);
+    cb->row_limit = 0;
 }
 
 static void cpu_get_rows(ds_backend *be, float *y, const ds_bweight *w, const int32_t *ids, int n) {
@@ -654,6 +668,7 @@ static const ds_backend_ops cpu_ops = {
     .free_buf = cpu_free_buf,
     .reserve = cpu_reserve,
     .matmul = cpu_matmul,
+    .matmul_rows = cpu_matmul_rows,
     .matmul_grouped = cpu_matmul_grouped,
     .get_rows = cpu_get_rows,
     .gather_rows = cpu_gather_rows,

@@ -27,6 +27,7 @@ typedef struct {
     const ds_kern *k;
     ds_mm_fn bf16_mm;    /* BF16 product: VDPBF16PS where the CPU has it */
     int64_t max_cols;    /* widest weight uploaded */
+    int64_t row_limit;   /* > 0 during a matmul_rows call: products stop after the weights' first row_limit rows */
     ds_be_limits lim;
     int reserved_rows;
     int64_t reserved_width; /* columns of the activation scratch */

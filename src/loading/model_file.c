@@ -223,6 +223,7 @@ static void count_params(const ds_tensor_spec *s, void *arg) {
     c->st->weight_bytes += (int64_t)ds_tensor_bytes(t);
     if (s->layer >= cfg->n_layer) {
         c->st->n_params_mtp += n;
+        c->st->n_params_mtp_active += active;
         return;
     }
     c->st->n_params += n;

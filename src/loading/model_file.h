@@ -172,6 +172,7 @@ int ds_model_context_limit(const ds_model_config *cfg);
 typedef struct {
     int64_t n_params, n_params_active;  /* main model, MTP counted separately */
     int64_t n_params_mtp;
+    int64_t n_params_mtp_active;        /* what one MTP step reads: its routed experts, not all */
     int n_full_layers, n_gdn_layers;
     int64_t kv_bytes_per_token;         /* K and V of every full-attention layer, 16-bit */
     int64_t gdn_state_bytes_per_seq;    /* recurrent state (F32) + conv state (16-bit) */

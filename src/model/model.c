@@ -346,15 +346,17 @@ int ds_model_n_attn_layers(const ds_model *m) { return m->n_attn; }
 int ds_model_n_gdn_layers(const ds_model *m) { return m->n_gdn; }
 int ds_model_conv_dim(const ds_model *m) { return m->conv_dim; }
 
-double ds_model_draft_cost(const ds_model *m) {
+double ds_model_draft_cost(const ds_model *m, int draft_vocab) {
     const ds_model_config *c = &m->cfg;
     if (!c->n_mtp) return 0.0;
     ds_model_stats st;
     ds_model_compute_stats(m->file, &st);
     double head = (double)c->n_vocab * (double)c->n_embd;
+    int nv = draft_vocab > 0 && draft_vocab < c->n_vocab ? draft_vocab : c->n_vocab;
     /* active parameters count the embedding, which a token reads one row of, and, untied, the head */
     double decode = (double)st.n_params_active - (c->tied_embeddings ? 0.0 : head);
-    return decode > 0 ? ((double)st.n_params_mtp + head) / decode : 0.0;
+    /* the MTP block's routed experts count as a decode's do: the ones a token reads */
+    return decode > 0 ? ((double)st.n_params_mtp_active + (double)nv * (double)c->n_embd) / decode : 0.0;
 }
 
 /* Image inputs: M-RoPE positions only for a model that has M-RoPE, each in
@@ -387,6 +389,9 @@ ds_status ds_batch_check(const ds_model *m, const ds_kv_pool *kv, const ds_state
         return ds_fail(e, DS_EINVAL, "batch: %d tokens (1..%d allowed)", b->n_tokens, m->params.max_batch_tokens);
     ds_status img = check_image_inputs(m, b, e);
     if (img) return img;
+    if (b->logits_vocab < 0 || b->logits_vocab > m->cfg.n_vocab)
+        return ds_fail(e, DS_EINVAL, "batch: logits over the first %d tokens (1..%d allowed, 0: all)", b->logits_vocab,
+                       m->cfg.n_vocab);
     int last_seq = -1;
     for (int i = 0; i < b->n_tokens; i++) {
         const ds_batch_token *t = &b->tokens[i];
@@ -490,7 +495,7 @@ void ds_decoder_layer(ds_model *m, const ds_layer *L, int kv_layer, ds_kv_pool *
  * product (the output matrix is read once per call, not once per row). */
 void ds_model_outputs(ds_model *m, const ds_batch *b, const float *norm_w) {
     ds_workspace *w = &m->ws;
-    int H = m->cfg.n_embd, V = m->cfg.n_vocab;
+    int H = m->cfg.n_embd, V = b->logits_vocab ? b->logits_vocab : m->cfg.n_vocab;
     int n_logits = 0, n_hidden = 0;
     for (int i = 0; i < b->n_tokens; i++) {
         const ds_batch_token *t = &b->tokens[i];
@@ -499,7 +504,9 @@ void ds_model_outputs(ds_model *m, const ds_batch *b, const float *norm_w) {
     if (n_logits) {
         m->be->ops->gather_rows(m->be, w->u, H, w->x, H, w->rows, n_logits, H);
         m->be->ops->rmsnorm(m->be, w->u, w->u, norm_w, n_logits, H, H, m->cfg.rms_eps);
-        ds_be_matmul1(m->be, b->logits, V, m->output, w->u, H, n_logits);
+        /* over a subset, only the head's first V rows are read */
+        if (V < m->cfg.n_vocab) ds_be_matmul_rows(m->be, b->logits, V, m->output, V, w->u, H, n_logits);
+        else ds_be_matmul1(m->be, b->logits, V, m->output, w->u, H, n_logits);
     }
     for (int i = 0; i < b->n_tokens; i++) {
         const ds_batch_token *t = &b->tokens[i];
@@ -546,7 +553,8 @@ void ds_model_slice(ds_model *m, const ds_batch *b, int s0, int s1, ds_batch *ou
     *out = (ds_batch){.tokens = w->slice_toks, .n_tokens = s1 - s0, .seqs = w->slice_seqs, .n_seqs = n_seqs,
                       .logits = b->logits, .hidden = b->hidden, .records = b->records,
                       .rope_pos = b->rope_pos ? b->rope_pos + 3 * (size_t)s0 : NULL,
-                      .embd = b->embd ? b->embd + s0 : NULL, .n_deepstack = b->n_deepstack};
+                      .embd = b->embd ? b->embd + s0 : NULL, .n_deepstack = b->n_deepstack,
+                      .logits_vocab = b->logits_vocab};
 }
 
 static void forward_slice(ds_model *m, ds_kv_pool *kv, ds_state_pool *st, const ds_batch *b) {
@@ -573,7 +581,7 @@ ds_status ds_model_forward(ds_model *m, ds_kv_pool *kv, ds_state_pool *st, const
         forward_slice(m, kv, st, b);
         return DS_OK;
     }
-    int V = m->cfg.n_vocab, H = m->cfg.n_embd, n_log = 0, n_hid = 0;
+    int V = b->logits_vocab ? b->logits_vocab : m->cfg.n_vocab, H = m->cfg.n_embd, n_log = 0, n_hid = 0;
     for (int s0 = 0, s1; s0 < b->n_tokens; s0 = s1) {
         s1 = ds_model_next_slice(m, b, s0, 0);
         ds_batch sl;

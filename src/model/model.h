@@ -59,7 +59,7 @@ typedef struct {
     int32_t n_tokens;
     const ds_batch_seq *seqs;
     int32_t n_seqs;
-    float *logits;        /* [rows wanting logits][n_vocab] */
+    float *logits;        /* [rows wanting logits][logits_vocab or n_vocab] */
     float *hidden;        /* [rows wanting hidden][n_embd] */
     ds_state_pool *records; /* where verify_slots point: a record pool, or NULL for slots of the state pool */
     /* Images (all NULL / 0 for text). rope_pos[i] is token i's M-RoPE position
@@ -80,6 +80,11 @@ typedef struct {
     const int32_t *rope_pos;     /* [n_tokens][3] */
     const float *const *embd;    /* [n_tokens] */
     int n_deepstack;
+    /* 0: logits over the whole vocabulary. Otherwise over its first
+     * logits_vocab tokens only (1..n_vocab), rows that wide: the output head
+     * reads only those rows and gives each the bits of the full product (the
+     * MTP head's drafts over a frequency-ranked subset; speculate.c). */
+    int32_t logits_vocab;
 } ds_batch;
 
 typedef struct ds_model ds_model;
@@ -99,11 +104,11 @@ int ds_model_max_batch_tokens(const ds_model *m); /* the largest n_tokens a call
 int ds_model_n_attn_layers(const ds_model *m);  /* attention layers per KV page (MTP excluded) */
 int ds_model_n_gdn_layers(const ds_model *m);
 int ds_model_conv_dim(const ds_model *m);
-/* Weights one MTP draft step reads (its block and the output head) over those
- * one decode step reads (every layer's active weights and the head): what a
- * draft costs relative to a decode where weights' bytes bound the time.
- * 0 without an MTP head. */
-double ds_model_draft_cost(const ds_model *m);
+/* Weights one MTP draft step reads (its block and the output head's first
+ * draft_vocab rows; 0: all of them) over those one decode step reads (every
+ * layer's active weights and the whole head): what a draft costs relative to
+ * a decode where weights' bytes bound the time. 0 without an MTP head. */
+double ds_model_draft_cost(const ds_model *m, int draft_vocab);
 
 /* Runs the batch. Fails, naming the row, on a malformed batch (positions not
  * consecutive, a page table too short, a slot or token out of range). */

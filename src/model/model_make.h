@@ -31,6 +31,9 @@ typedef struct {
     size_t shard_bytes;         /* HF: split into shards of about this size (0: one file) */
     int mtp_agree_set;          /* 1: make the MTP head agree with the model on mtp_agree of the tokens */
     float mtp_agree;            /* 0..1 (see model_make_mtp.c); needs an MTP head */
+    float vocab_skew;           /* 0: off; a: output-head row v scaled by (1 + v/1024)^-a, so that the
+                                 * model's choices fall mostly on low ids, as a real model's do on a BPE
+                                 * vocabulary ordered by merge rank (model_make_mtp.c) */
     int n_threads;              /* quantising threads; <= 0: one per core. The file is the same for any count */
     const char *mtp_out;        /* GGUF: the MTP head to this file of its own and `out` without it, as
                                  * llama.cpp's converter does with --mtp / --no-mtp (mtp_file.c) */

@@ -33,7 +33,7 @@ ds_status ds_model_mtp_forward(ds_model *m, ds_kv_pool *mtp_kv, const ds_batch *
         return DS_OK;
     }
     /* long batches in slices (the head has no DeltaNet: cuts anywhere) */
-    int V = c->n_vocab, H = c->n_embd, n_log = 0, n_hid = 0;
+    int V = b->logits_vocab ? b->logits_vocab : c->n_vocab, H = c->n_embd, n_log = 0, n_hid = 0;
     for (int s0 = 0, s1; s0 < b->n_tokens; s0 = s1) {
         s1 = ds_model_next_slice(m, b, s0, 1);
         ds_batch sl;

@@ -562,6 +562,10 @@ static int load(ds_server *s) {
                               .n_threads = c->n_threads};
         st = ds_model_new(s->file, &mp, &s->model, &e);
     }
+    /* the default is a size for real vocabularies; a value given larger than this model's is a mistake */
+    if (!st && c->engine.spec_vocab > ds_model_cfg(s->model)->n_vocab && c->engine.spec_vocab != DS_SPEC_VOCAB_DEFAULT)
+        st = ds_fail(&e, DS_EINVAL, "--spec-vocab %d: the model's vocabulary has %d tokens (0: drafts over all of them)",
+                     c->engine.spec_vocab, ds_model_cfg(s->model)->n_vocab);
     if (!st && (st = ds_engine_new(s->model, &c->engine, &s->eng, &e)) != DS_OK) {
         /* the engine cannot name the options its budgets came from */
         char pre[160];
@@ -615,6 +619,11 @@ static int load(ds_server *s) {
         ds_grammar_cache_new(DS_GRAMMAR_CACHE_BYTES, &s->grammars, &e) != DS_OK) {
         fprintf(stderr, "deltaserve serve: output constraints: %s\n", e.msg);
         return -1;
+    }
+    if (mc->n_mtp && c->engine.spec_tokens > 0) {
+        int dv = c->engine.spec_vocab > 0 && c->engine.spec_vocab < mc->n_vocab ? c->engine.spec_vocab : mc->n_vocab;
+        fprintf(stderr, "deltaserve serve: MTP drafts over token ids 0..%d of %d (--spec-vocab), verified over all\n",
+                dv - 1, mc->n_vocab);
     }
     return 0;
 }

@@ -8,9 +8,9 @@
 # with a head that always agrees (every draft accepted; several sequences
 # verify in one step, and only one when --spec-state-mb holds the records of
 # one; the batch policy with greedy and sampled sequences mixed reports its
-# plan), and the constrained-decoding benchmark (--grammar, --schema) and its
-# refusals; bench/compare.py's cases on our side only. Checks fields and
-# their relations, never speeds.
+# plan; --spec-vocab reported, bad values refused), and the constrained-decoding
+# benchmark (--grammar, --schema) and its refusals; bench/compare.py's cases on
+# our side only. Checks fields and their relations, never speeds.
 # Prints "ok NAME" / "FAIL NAME: ..." lines and "RESULT passed=N failed=M".
 # Env: DS_BIN, DS_TMP (tests/run.sh).
 set -u
@@ -65,6 +65,20 @@ for bad_args in "--spec-mix" "--spec-policy sometimes"; do
     rc=$?
     [ "$rc" -eq 2 ] && grep -q -- "${bad_args%% *}" "$T/s.err" && ok "bench: $bad_args refused" \
         || bad "bench: $bad_args refused" "exit $rc: $(head -c 300 "$T/s.err")"
+done
+# --spec-vocab: the subset in use is reported (the whole vocabulary by default on a vocabulary this
+# small), with the draft's share of a decode's weight reads and the model's tokens under each bound
+check "spec: drafts over the whole vocabulary when it is smaller than the default subset" \
+    "j['spec_vocab'] == j['n_vocab'] and j['draft_cost_ratio'] > 0 and j['tokens_below']['4096'] == 1.0" \
+    --spec-tokens 2 -n 8 --spec-batch 1 --spec-policy request
+check "spec: --spec-vocab 512 drafts over the first 512 ids" \
+    "j['spec_vocab'] == 512 and j['n_vocab'] > 512 and j['draft_cost_ratio'] > 0 and j['drafted'] > 0" \
+    --spec-tokens 2 -n 8 --spec-batch 1 --spec-vocab 512 --spec-policy request
+for v in -1 1000000 x; do
+    "$DS_BIN" bench -m "$model" --spec-tokens 2 -n 4 --spec-batch 1 --spec-vocab "$v" >"$T/v.out" 2>"$T/v.err"
+    rc=$?
+    [ "$rc" -eq 2 ] && grep -q -- "--spec-vocab" "$T/v.err" && ok "bench: --spec-vocab $v refused" \
+        || bad "bench: --spec-vocab $v refused" "exit $rc: $(head -c 300 "$T/v.err")"
 done
 # bench --grammar / --schema: compile time, masks over the model's tokenizer and the real Qwen3 one
 # (the same walks twice give the same number of masks: the cached pass walks the same states),

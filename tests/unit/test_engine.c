@@ -515,8 +515,10 @@ static void run_filtered(ds_model *m, int spec_tokens, int sampling, results *re
     ds_engine_params ep;
     ds_engine_defaults(&ep);
     ep.spec_tokens = spec_tokens;
-    /* a cap of 4: no drafts while the 16 are forced (a filter shown drafts is called more than once per
-     * token), drafts once few are left */
+    /* each request by its own acceptance (not the measured costs of the batch policy, so that drafts
+     * surely happen) and a cap of 4: no drafts while the 16 are forced (a filter shown drafts is called
+     * more than once per token), drafts once few are left */
+    ep.spec_policy = DS_SPEC_POLICY_REQUEST;
     ep.spec_max_batch = 4;
     ds_engine *eng;
     ds_err e = {0};

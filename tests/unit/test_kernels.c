@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "common/half.h"
+#include "kernels/backend.h"
 #include "kernels/kern.h"
 #include "numeric_testing.h"
 #include "testing.h"
@@ -412,6 +413,54 @@ static void test_path_report(void) {
     CHECK(!ext[3].kernel && !ext[4].kernel, "an AMX kernel is claimed");
 }
 
+/* The backend's product over a weight's first rows (matmul_rows: the MTP head's drafts over the
+ * vocabulary's first tokens) gives those rows the whole product's bits, with 1 and 3 threads, a
+ * prefix ending inside a 16-row packed group or on its edge, and writes nothing past it. */
+static void test_backend_prefix_rows(void) {
+    static const ds_dtype ts[] = {DS_F32, DS_F16, DS_BF16, DS_Q8_0, DS_Q4_0, DS_Q4_K, DS_Q5_K, DS_Q6_K};
+    static const int64_t prefixes[] = {1, 17, 32, 36};
+    const int64_t rows = 37, cols = 256, ntok = 5;
+    rng r = {91};
+    float *x = malloc((size_t)(ntok * cols) * sizeof(float));
+    for (int64_t i = 0; i < ntok * cols; i++) x[i] = rng_symmetric(&r);
+    for (int nth = 1; nth <= 3; nth += 2) {
+        ds_backend *be = NULL;
+        ds_err e;
+        REQUIRE(ds_backend_cpu_new(nth, &be, &e) == DS_OK, "%s", e.msg);
+        ds_be_limits lim = {.max_rows = (int)ntok, .max_group_rows = (int)ntok};
+        for (size_t ti = 0; ti < sizeof ts / sizeof ts[0]; ti++) {
+            ds_dtype t = ts[ti];
+            uint8_t *w = make_weights(t, rows, cols, &r);
+            ds_mat src = {.type = t, .data = w, .rows = rows, .cols = cols};
+            ds_bweight *bw;
+            REQUIRE(ds_be_weight_new(be, &src, DS_W_MATMUL, &bw, &e) == DS_OK, "%s", e.msg);
+            REQUIRE(be->ops->reserve(be, &lim, &e) == DS_OK, "%s", e.msg);
+            float *full = ds_be_alloc(be, (size_t)(ntok * rows) * 4), *part = ds_be_alloc(be, (size_t)(ntok * rows) * 4);
+            ds_be_matmul1(be, full, rows, bw, x, cols, ntok);
+            for (size_t pi = 0; pi < sizeof prefixes / sizeof prefixes[0]; pi++) {
+                int64_t p = prefixes[pi];
+                for (int64_t i = 0; i < ntok * rows; i++) part[i] = 12345.0f;
+                ds_be_matmul_rows(be, part, rows, bw, p, x, cols, ntok);
+                int differ = 0, past = 0;
+                for (int64_t tk = 0; tk < ntok; tk++) {
+                    differ += memcmp(part + tk * rows, full + tk * rows, (size_t)p * 4) != 0;
+                    for (int64_t i = p; i < rows; i++) past += part[tk * rows + i] != 12345.0f;
+                }
+                CHECK(differ == 0, "%s, %d threads, first %lld of %lld rows: %d tokens differ from the whole product",
+                      ds_dtype_get(t)->name, nth, (long long)p, (long long)rows, differ);
+                CHECK(past == 0, "%s, %d threads, first %lld rows: %d values written past them", ds_dtype_get(t)->name,
+                      nth, (long long)p, past);
+            }
+            ds_be_free_buf(be, full);
+            ds_be_free_buf(be, part);
+            ds_be_weight_free(be, bw);
+            free(w);
+        }
+        ds_be_free(be);
+    }
+    free(x);
+}
+
 int main(void) {
     printf("     cpu: best level %s, avx512_bf16 %d\n", ds_isa_name(ds_cpu_best_level()), ds_cpu()->avx512bf16);
     report_paths();
@@ -428,5 +477,6 @@ int main(void) {
     RUN(test_unpack_row_equals_dequantize);
     RUN(test_deltanet_kernels);
     RUN(test_vector_math);
+    RUN(test_backend_prefix_rows);
     return ds_test_finish();
 }

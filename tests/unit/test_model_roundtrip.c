@@ -258,7 +258,7 @@ static ds_model_file *open_and_check(const variant *v, const char *path) {
 /* independently of model_spec.c                                            */
 
 typedef struct {
-    int64_t total, active, mtp;
+    int64_t total, active, mtp, mtp_active;
 } param_counts;
 
 static param_counts hand_params(const ds_model_config *c) {
@@ -277,7 +277,7 @@ static param_counts hand_params(const ds_model_config *c) {
     } else {
         ffn = ffn_active = 3 * H * c->n_ff;
     }
-    param_counts p = {0, 0, 0};
+    param_counts p = {0, 0, 0, 0};
     int64_t globals = H * V * (c->tied_embeddings ? 1 : 2) + H;
     p.total = p.active = globals;
     for (int i = 0; i < c->n_layer; i++) {
@@ -286,6 +286,7 @@ static param_counts hand_params(const ds_model_config *c) {
         p.active += 2 * H + mixer + ffn_active;
     }
     if (c->n_mtp) p.mtp = 2 * H * H + 3 * H + 2 * H + attn + ffn;
+    if (c->n_mtp) p.mtp_active = p.mtp - ffn + ffn_active;
     return p;
 }
 
@@ -298,6 +299,8 @@ static void check_stats(const char *name, const ds_model_file *m) {
     CHECK(st.n_params_active == p.active, "%s: active %lld, by hand %lld", name, (long long)st.n_params_active,
           (long long)p.active);
     CHECK(st.n_params_mtp == p.mtp, "%s: mtp %lld, by hand %lld", name, (long long)st.n_params_mtp, (long long)p.mtp);
+    CHECK(st.n_params_mtp_active == p.mtp_active, "%s: mtp active %lld, by hand %lld", name,
+          (long long)st.n_params_mtp_active, (long long)p.mtp_active);
     int full = 0;
     for (int i = 0; i < c->n_layer; i++) full += c->layer_full[i];
     CHECK(st.n_full_layers == full && st.n_gdn_layers == c->n_layer - full, "%s: layer counts", name);

@@ -24,6 +24,9 @@
  *     drafts back), requests still draft, and their tokens and logprobs are
  *     plain constrained decoding's, greedy and seeded, k up to the most,
  *     alone and batched with unconstrained requests;
+ *   - drafts over a subset of the vocabulary (spec_vocab): greedy, seeded
+ *     and constrained outputs are plain decoding's for several subset sizes,
+ *     and the share of drafts kept follows the model's tokens in the subset;
  *   - logit_bias: the tokens and logprobs of biased requests are plain
  *     decoding's with the same bias, greedy and seeded, with speculation;
  *     -100 bans a token, 100 forces one. */
@@ -96,6 +99,8 @@ static void make_prompts(int n) {
 static int spec_policy = DS_SPEC_POLICY_REQUEST;
 static int spec_max_batch;
 static ds_spec_given_costs spec_given;
+/* the engine's spec_vocab: 0 (the whole vocabulary) but in the subset tests */
+static int spec_vocab;
 
 static int run_ep(ds_model *m, const ds_engine_params *ep, int n, const ds_sampling_params *sp, int vary_seed, outs *o,
                   ds_engine_stats *st) {
@@ -123,6 +128,7 @@ static void engine_params(ds_engine_params *ep, int spec, int max_running) {
     ep->spec_max_batch = spec_max_batch;
     ep->spec_policy = spec_policy;
     ep->spec_given = &spec_given;
+    ep->spec_vocab = spec_vocab;
     ep->step_tokens = 512;
 }
 
@@ -550,6 +556,97 @@ static void constrained_case(float agree) {
 static void test_constrained_identical_100(void) { constrained_case(1.0f); }
 static void test_constrained_identical_50(void) { constrained_case(0.5f); }
 
+/* Drafts over a subset of the vocabulary (spec_vocab: ids below N), greedy: the tokens and
+ * logprobs are plain decoding's for every N, alone and 16 at a time. With a head that agrees, a
+ * draft is kept exactly where the model's token is below N (the head's argmax over the subset is
+ * its argmax over all whenever that one is in it), so the share of drafts kept follows the share
+ * of the model's tokens below N: the subset is in force, and costs only what lies outside it. */
+static void test_subset_greedy_identical(void) {
+    loaded l;
+    REQUIRE(load(1.0f, &l) == 0, "load");
+    int V = ds_model_cfg(l.m)->n_vocab, n = ds_test_scaled(60);
+    make_prompts(n);
+    ds_sampling_params sp;
+    ds_sampling_defaults(&sp);
+    sp.temperature = 0;
+    spec_max_batch = 0;
+    const int Ns[] = {V / 8, V / 2, V - 7, 1};
+    for (int ni = 0; ni < 4; ni++)
+        for (int conc = 0; conc < 2; conc++) {
+            ds_engine_stats s0, s1;
+            spec_vocab = 0;
+            REQUIRE(run(l.m, 0, conc ? 16 : 1, n, &sp, 0, &A, &s0) == 0, "plain");
+            spec_vocab = Ns[ni];
+            REQUIRE(run(l.m, 3, conc ? 16 : 1, n, &sp, 0, &B, &s1) == 0, "speculative over a subset");
+            spec_vocab = 0;
+            int same = count_same(n, 0), below = 0, all = 0;
+            for (int r = 0; r < n; r++)
+                for (int i = 0; i < A.n[r]; i++) below += A.tok[r][i] < Ns[ni], all++;
+            double share = all ? (double)below / all : 0;
+            double kept = s1.spec_compared ? (double)s1.spec_accepted / (double)s1.spec_compared : 0;
+            printf("     subset %d of %d %s: %d/%d identical; model's tokens below it %.0f%%; drafted %lld, kept "
+                   "%.0f%% of those compared\n", Ns[ni], V, conc ? "16 concurrent" : "alone", same, n, 100 * share,
+                   (long long)s1.spec_drafted, 100 * kept);
+            CHECK(same == n, "subset %d %s: %d of %d requests differ from plain decoding", Ns[ni],
+                  conc ? "concurrent" : "alone", n - same, n);
+            CHECK(s1.spec_drafted > 0, "subset %d: nothing was drafted", Ns[ni]);
+            CHECK(kept <= share + 0.15, "subset %d: %.0f%% of drafts kept, but only %.0f%% of the model's tokens lie "
+                  "in the subset: the drafts were not drawn from it", Ns[ni], 100 * kept, 100 * share);
+            if (Ns[ni] >= V / 2)
+                CHECK(kept >= share - 0.2, "subset %d: %.0f%% of drafts kept, %.0f%% of the model's tokens lie in it",
+                      Ns[ni], 100 * kept, 100 * share);
+        }
+    unload(&l);
+}
+
+/* Seeded sampling with drafts over a subset (drawn with the same key over the subset's logits):
+ * the tokens and logprobs are plain sampling's, for several N, k and heads, alone and batched. */
+static void test_subset_seeded_identical(void) {
+    static const float agrees[] = {1.0f, 0.5f};
+    for (int ai = 0; ai < 2; ai++) {
+        loaded l;
+        REQUIRE(load(agrees[ai], &l) == 0, "load");
+        int V = ds_model_cfg(l.m)->n_vocab, n = ds_test_scaled(40);
+        make_prompts(n);
+        ds_sampling_params sp;
+        ds_sampling_defaults(&sp);
+        sp.temperature = 1.5f;
+        sp.top_p = 0.98f;
+        spec_max_batch = 0;
+        spec_vocab = 0;
+        ds_engine_stats s0, s;
+        REQUIRE(run(l.m, 0, 16, n, &sp, 11, &A, &s0) == 0, "plain");
+        const int Ns[] = {V / 4, V - 100};
+        for (int ni = 0; ni < 2; ni++)
+            for (int conc = 0; conc < 2; conc++) {
+                int k = conc ? 2 : 3;
+                spec_vocab = Ns[ni];
+                REQUIRE(run(l.m, k, conc ? 16 : 1, n, &sp, 11, &B, &s) == 0, "speculative over a subset");
+                spec_vocab = 0;
+                int same = count_same(n, 0);
+                printf("     agree %.0f%% subset %d of %d k=%d %s: %d/%d identical; drafted %lld accepted %lld\n",
+                       agrees[ai] * 100, Ns[ni], V, k, conc ? "16 concurrent" : "alone", same, n,
+                       (long long)s.spec_drafted, (long long)s.spec_accepted);
+                CHECK(same == n, "agree %.0f%% subset %d k=%d: %d of %d seeded requests differ from plain sampling",
+                      agrees[ai] * 100, Ns[ni], k, n - same, n);
+                CHECK(s.spec_drafted > 0 && s.spec_accepted > 0, "subset %d: %lld drafted, %lld accepted: both were "
+                      "meant to be tested", Ns[ni], (long long)s.spec_drafted, (long long)s.spec_accepted);
+            }
+        unload(&l);
+    }
+}
+
+/* Constrained requests drafting over a subset: the filter's mask covers the whole vocabulary, the
+ * drafts only the subset (a position where it allows nothing below N gets no draft); the tokens
+ * are plain constrained decoding's (constrained_case's checks, with the subset in force). */
+static void test_subset_constrained_identical(void) {
+    spec_vocab = 1000; /* most of the tiny vocabulary: a head that agrees is still mostly kept */
+    constrained_case(1.0f);
+    spec_vocab = 512;
+    constrained_case(0.5f);
+    spec_vocab = 0;
+}
+
 /* A bias goes through the one sampling function every path uses: drafts, verification and plain
  * decoding agree bit for bit, and the bias does what it says. */
 static void bias_case(float agree) {
@@ -811,6 +908,9 @@ int main(void) {
     RUN(test_seed_repeats_on_one_engine);
     RUN(test_constrained_identical_100);
     RUN(test_constrained_identical_50);
+    RUN(test_subset_greedy_identical);
+    RUN(test_subset_seeded_identical);
+    RUN(test_subset_constrained_identical);
     RUN(test_logit_bias_identical_100);
     RUN(test_logit_bias_identical_50);
     char cmd[600];

@@ -198,7 +198,7 @@ else fail m-and-hf "exit $rc" "$(cat "$T/err")"; fi
 # --- serve -hf answers a chat request ---
 . "$DS_ROOT/tests/cli/server_ready.sh"
 "$DS_BIN" serve -hf test/tiny-GGUF:Q8_0 --port 0 --threads 2 --kv-mb 4 --state-mb 4 --cache-state-mb 4 \
-    --spec-state-mb 4 >"$T/serve.out" 2>"$T/serve.err" &
+    --spec-state-mb 4 --spec-policy request >"$T/serve.out" 2>"$T/serve.err" &
 srv=$!
 pids+=($srv)
 if ! wait_ready "$T/serve.err" "$srv" 600; then

@@ -26,8 +26,9 @@ if ! mk --shape tiny --mtp-agree 0.6 --out "$T/single.gguf" ||
     bad make-model "$(tail -n 2 "$T/mm.err")"; echo "RESULT passed=$passed failed=$failed"; exit 1
 fi
 
-# the same speculation: every counter bench reports but the speeds
-bench() { timeout 300 "$DS_BIN" bench -t 1 --spec-tokens 3 --spec-batch 4 -n 24 --json "$@"; }
+# the same speculation (each request by its own acceptance, not by measured costs): every counter
+# bench reports but the speeds
+bench() { timeout 300 "$DS_BIN" bench -t 1 --spec-tokens 3 --spec-batch 4 -n 24 --spec-policy request --json "$@"; }
 if bench -m "$T/single.gguf" >"$T/one.json" 2>"$T/one.err" &&
    bench -m "$T/main.gguf" --mtp-model "$T/mtp-main.gguf" >"$T/two.json" 2>"$T/two.err"; then
     why=$("$PY" -c "
